@@ -1,0 +1,226 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// keyDef describes one configuration key: where its value lives in Config
+// and how it is validated once decoded.
+type keyDef struct {
+	key   string
+	desc  string
+	field func(c *Config) any   // pointer to the Config field holding the value
+	check func(c *Config) error // validates that field; nil means any value is fine
+}
+
+// keyTable lists every known key. Keys() sorts it; the order here is the
+// order of the Config struct.
+var keyTable = []keyDef{
+	{"listen", "TCP address (host:port) the HTTP server listens on",
+		func(c *Config) any { return &c.Listen }, func(c *Config) error { return hostPort(c.Listen) }},
+	{"data_dir", "directory holding the event log and snapshots",
+		func(c *Config) any { return &c.DataDir }, func(c *Config) error { return nonEmpty(c.DataDir) }},
+	{"log.level", "minimum log level: debug, info, warn or error",
+		func(c *Config) any { return &c.Log.Level }, func(c *Config) error { return oneOf(c.Log.Level, "debug", "info", "warn", "error") }},
+	{"log.format", "log output format: text or json",
+		func(c *Config) any { return &c.Log.Format }, func(c *Config) error { return oneOf(c.Log.Format, "text", "json") }},
+	{"http.max_body_bytes", "largest accepted request body in bytes",
+		func(c *Config) any { return &c.HTTP.MaxBodyBytes }, func(c *Config) error { return positive(c.HTTP.MaxBodyBytes) }},
+	{"http.max_header_bytes", "largest accepted request header block in bytes",
+		func(c *Config) any { return &c.HTTP.MaxHeaderBytes }, func(c *Config) error { return positive(c.HTTP.MaxHeaderBytes) }},
+	{"http.read_header_timeout", "time allowed to read request headers",
+		func(c *Config) any { return &c.HTTP.ReadHeaderTimeout }, func(c *Config) error { return positive(c.HTTP.ReadHeaderTimeout) }},
+	{"http.read_timeout", "time allowed to read a whole request",
+		func(c *Config) any { return &c.HTTP.ReadTimeout }, func(c *Config) error { return positive(c.HTTP.ReadTimeout) }},
+	{"http.write_timeout", "time allowed to write a response",
+		func(c *Config) any { return &c.HTTP.WriteTimeout }, func(c *Config) error { return positive(c.HTTP.WriteTimeout) }},
+	{"http.idle_timeout", "how long an idle keep-alive connection stays open",
+		func(c *Config) any { return &c.HTTP.IdleTimeout }, func(c *Config) error { return positive(c.HTTP.IdleTimeout) }},
+	{"http.shutdown_timeout", "time allowed for in-flight requests on shutdown",
+		func(c *Config) any { return &c.HTTP.ShutdownTimeout }, func(c *Config) error { return positive(c.HTTP.ShutdownTimeout) }},
+	{"plans.starter", "requests per minute allowed on the starter plan",
+		func(c *Config) any { return &c.Plans.Starter }, func(c *Config) error { return positive(c.Plans.Starter) }},
+	{"plans.pro", "requests per minute allowed on the pro plan",
+		func(c *Config) any { return &c.Plans.Pro }, func(c *Config) error { return positive(c.Plans.Pro) }},
+	{"auth.failures_per_minute", "bad-key requests allowed per client address per minute",
+		func(c *Config) any { return &c.Auth.FailuresPerMinute }, func(c *Config) error { return positive(c.Auth.FailuresPerMinute) }},
+	{"leads.hot_threshold", "score (0..100) at which a lead counts as hot",
+		func(c *Config) any { return &c.Leads.HotThreshold }, func(c *Config) error { return between(c.Leads.HotThreshold, 0, 100) }},
+	{"delivery.timeout", "timeout for one webhook delivery attempt",
+		func(c *Config) any { return &c.Delivery.Timeout }, func(c *Config) error { return positive(c.Delivery.Timeout) }},
+	{"delivery.max_retries", "retries after a failed webhook delivery (0..10)",
+		func(c *Config) any { return &c.Delivery.MaxRetries }, func(c *Config) error { return between(c.Delivery.MaxRetries, 0, 10) }},
+	{"delivery.backoff", "wait before the first webhook retry",
+		func(c *Config) any { return &c.Delivery.Backoff }, func(c *Config) error { return positive(c.Delivery.Backoff) }},
+	{"delivery.backoff_factor", "multiplier applied to the wait after each retry (>= 1)",
+		func(c *Config) any { return &c.Delivery.BackoffFactor }, func(c *Config) error { return atLeastOne(c.Delivery.BackoffFactor) }},
+	{"delivery.concurrency", "webhook deliveries in flight at once (1..1024)",
+		func(c *Config) any { return &c.Delivery.Concurrency }, func(c *Config) error { return between(c.Delivery.Concurrency, 1, 1024) }},
+	{"delivery.allow_private_networks", "allow webhook targets on loopback and private networks",
+		func(c *Config) any { return &c.Delivery.AllowPrivateNetworks }, nil},
+	{"delivery.standard_webhooks", "sign deliveries with Standard Webhooks headers",
+		func(c *Config) any { return &c.Delivery.StandardWebhooks }, nil},
+	{"webhooks.max_per_account", "webhook subscriptions allowed per account (1..1000)",
+		func(c *Config) any { return &c.Webhooks.MaxPerAccount }, func(c *Config) error { return between(c.Webhooks.MaxPerAccount, 1, 1000) }},
+	{"bootstrap.plan", "plan of the account created at first start: starter, pro or enterprise",
+		func(c *Config) any { return &c.Bootstrap.Plan }, func(c *Config) error { return oneOf(c.Bootstrap.Plan, "starter", "pro", "enterprise") }},
+	{"snapshot.every", "write a snapshot every N events (0 = only on shutdown)",
+		func(c *Config) any { return &c.Snapshot.Every }, func(c *Config) error { return between(c.Snapshot.Every, 0, math.MaxInt) }},
+	{"secrets.master_key", "standard base64 of a 32-byte key encrypting stored secrets",
+		func(c *Config) any { return &c.Secrets.MasterKey }, func(c *Config) error { return masterKey(c.Secrets.MasterKey) }},
+	{"testing.clock", "fixed RFC 3339 time for deterministic tests (empty = real clock)",
+		func(c *Config) any { return &c.Testing.Clock }, func(c *Config) error { return rfc3339(c.Testing.Clock) }},
+	{"testing.seed", "random seed for deterministic tests (0 = random)",
+		func(c *Config) any { return &c.Testing.Seed }, nil},
+}
+
+// Default returns the default configuration. Every default passes the same
+// validation as Load (the package tests enforce this).
+func Default() *Config {
+	c := &Config{Listen: "127.0.0.1:8080", DataDir: "./data"}
+	c.Log.Level, c.Log.Format = "info", "text"
+	c.HTTP.MaxBodyBytes = 1 << 20
+	c.HTTP.MaxHeaderBytes = 64 << 10
+	c.HTTP.ReadHeaderTimeout = 5 * time.Second
+	c.HTTP.ReadTimeout = 15 * time.Second
+	c.HTTP.WriteTimeout = 30 * time.Second
+	c.HTTP.IdleTimeout = 120 * time.Second
+	c.HTTP.ShutdownTimeout = 15 * time.Second
+	c.Plans.Starter, c.Plans.Pro = 60, 300
+	c.Auth.FailuresPerMinute = 60
+	c.Leads.HotThreshold = 80
+	c.Delivery.Timeout = 5 * time.Second
+	c.Delivery.MaxRetries = 3
+	c.Delivery.Backoff = 30 * time.Second
+	c.Delivery.BackoffFactor = 4
+	c.Delivery.Concurrency = 16
+	c.Delivery.StandardWebhooks = true
+	c.Webhooks.MaxPerAccount = 25
+	c.Bootstrap.Plan = "pro"
+	c.Snapshot.Every = 100000
+	return c
+}
+
+// KeyInfo describes one configuration key for help output and documentation.
+type KeyInfo struct {
+	Key         string // dotted key, e.g. "delivery.timeout"
+	Default     string // default value in the syntax Load accepts, e.g. "5s"
+	Description string // one-line description
+}
+
+// Keys returns every known key sorted by name, with its default and a
+// one-line description. The environment variable for a key is "DEMOSVC_"
+// followed by the key upper-cased with "." replaced by "_".
+func Keys() []KeyInfo {
+	def := Default()
+	out := make([]KeyInfo, 0, len(keyTable))
+	for _, d := range keyTable {
+		out = append(out, KeyInfo{Key: d.key, Default: render(d.field(def)), Description: d.desc})
+	}
+	slices.SortFunc(out, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// render formats a Config field (given by pointer) as Load would accept it.
+func render(p any) string {
+	switch v := p.(type) {
+	case *string:
+		return *v
+	case *int:
+		return strconv.Itoa(*v)
+	case *int64:
+		return strconv.FormatInt(*v, 10)
+	case *float64:
+		return strconv.FormatFloat(*v, 'g', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*v)
+	case *time.Duration:
+		s := v.String() // "2m0s" reads better as "2m"
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return s
+	}
+	return fmt.Sprint(p)
+}
+
+func positive[T int | int64 | time.Duration](v T) error {
+	if v <= 0 {
+		return fmt.Errorf("must be > 0 (got %v)", v)
+	}
+	return nil
+}
+
+func between(v, lo, hi int) error {
+	if v < lo || v > hi {
+		if hi == math.MaxInt {
+			return fmt.Errorf("must be >= %d (got %d)", lo, v)
+		}
+		return fmt.Errorf("must be %d..%d (got %d)", lo, hi, v)
+	}
+	return nil
+}
+
+func atLeastOne(v float64) error {
+	if !(v >= 1) { // also rejects NaN
+		return fmt.Errorf("must be >= 1 (got %v)", v)
+	}
+	return nil
+}
+
+func oneOf(v string, allowed ...string) error {
+	if !slices.Contains(allowed, v) {
+		return fmt.Errorf("must be one of %s (got %q)", strings.Join(allowed, ", "), v)
+	}
+	return nil
+}
+
+func nonEmpty(v string) error {
+	if v == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+func hostPort(v string) error {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return fmt.Errorf("must be host:port (got %q)", v)
+	}
+	return nil
+}
+
+// masterKey never echoes the value: it is a secret.
+func masterKey(v string) error {
+	if v == "" {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return errors.New("must be standard base64 of exactly 32 bytes (value is not valid base64)")
+	}
+	if len(b) != 32 {
+		return fmt.Errorf("must be standard base64 of exactly 32 bytes (got %d bytes)", len(b))
+	}
+	return nil
+}
+
+func rfc3339(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, v); err != nil {
+		return fmt.Errorf("invalid RFC 3339 time %q", v)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package eventlog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// HashSize is the length of a record's chain hash.
+const HashSize = sha256.Size
+
+// Record is one event as stored in the log.
+//
+// On disk a record is a msgpack array of nine elements, in this order: seq,
+// id, type, version, time, account, actor, payload, hash. The hash is always
+// the last element, a 32-byte bin, so the stored value ends in the three
+// bytes 0xc4 0x20 followed by the hash. The chain rule is
+//
+//	hash = SHA-256(prev_hash || record without hash)
+//
+// where "record without hash" is the same array encoded with eight elements:
+// the stored bytes with the array header 0x99 replaced by 0x98 and the last
+// 34 bytes dropped. prev_hash of the first record is 32 zero bytes.
+type Record struct {
+	Seq     uint64
+	ID      string
+	Type    string
+	Version int
+	Time    time.Time // UTC
+	Account string
+	Actor   string
+	Payload msgpack.RawMessage // one msgpack value: the event's data
+	Hash    [HashSize]byte
+}
+
+const (
+	arrayWithHash    = 0x99 // msgpack fixarray of 9
+	arrayWithoutHash = 0x98 // msgpack fixarray of 8
+	hashTrailerLen   = 2 + HashSize
+)
+
+// ErrCorrupt reports a stored record that cannot be decoded or whose hash
+// does not continue the chain.
+var ErrCorrupt = errors.New("corrupt record")
+
+// encodeRecord encodes r without its hash, computes the hash over prev and
+// the encoding, and returns the complete stored value with r.Hash set.
+func encodeRecord(r *Record, prev [HashSize]byte, buf *bytes.Buffer) ([]byte, error) {
+	buf.Reset()
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	enc.UseCompactInts(true)
+	err := errors.Join(
+		enc.EncodeArrayLen(9),
+		enc.EncodeUint(r.Seq),
+		enc.EncodeString(r.ID),
+		enc.EncodeString(r.Type),
+		enc.EncodeInt(int64(r.Version)),
+		enc.EncodeTime(r.Time.UTC()),
+		enc.EncodeString(r.Account),
+		enc.EncodeString(r.Actor),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Payload) == 0 {
+		return nil, fmt.Errorf("record %d: empty payload", r.Seq)
+	}
+	buf.Write(r.Payload)
+	body := buf.Bytes()
+	r.Hash = chainHash(prev, body)
+	out := make([]byte, 0, len(body)+hashTrailerLen)
+	out = append(out, body...)
+	out = append(out, 0xc4, HashSize)
+	out = append(out, r.Hash[:]...)
+	return out, nil
+}
+
+// chainHash computes SHA-256(prev || body-as-eight-element-array), where body
+// is a nine-element array encoding without the hash element.
+func chainHash(prev [HashSize]byte, body []byte) [HashSize]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write([]byte{arrayWithoutHash})
+	h.Write(body[1:])
+	var sum [HashSize]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// splitValue checks the framing of a stored value and returns the record
+// body (still carrying the nine-element header) and its stored hash.
+func splitValue(v []byte) (body []byte, hash [HashSize]byte, err error) {
+	n := len(v)
+	if n < 1+hashTrailerLen || v[0] != arrayWithHash || v[n-hashTrailerLen] != 0xc4 || v[n-hashTrailerLen+1] != HashSize {
+		return nil, hash, fmt.Errorf("%w: bad framing", ErrCorrupt)
+	}
+	copy(hash[:], v[n-HashSize:])
+	return v[:n-hashTrailerLen], hash, nil
+}
+
+// decodeRecord decodes a stored value. It checks the framing but not the
+// chain; Verify does that.
+func decodeRecord(v []byte, r *Record) error {
+	body, hash, err := splitValue(v)
+	if err != nil {
+		return err
+	}
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	rd := bytes.NewReader(body)
+	dec.Reset(rd)
+	if _, err := dec.DecodeArrayLen(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	var version int64
+	var payload msgpack.RawMessage
+	err = errors.Join(
+		decodeInto(&r.Seq, dec.DecodeUint64),
+		decodeInto(&r.ID, dec.DecodeString),
+		decodeInto(&r.Type, dec.DecodeString),
+		decodeInto(&version, dec.DecodeInt64),
+		decodeInto(&r.Time, dec.DecodeTime),
+		decodeInto(&r.Account, dec.DecodeString),
+		decodeInto(&r.Actor, dec.DecodeString),
+		decodeInto(&payload, dec.DecodeRaw),
+	)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if rd.Len() != 0 {
+		return fmt.Errorf("%w: trailing bytes", ErrCorrupt)
+	}
+	r.Version = int(version)
+	r.Time = r.Time.UTC()
+	r.Payload = payload
+	r.Hash = hash
+	return nil
+}
+
+// decodeInto runs one decode step, stopping at the first error so that a
+// damaged record does not cascade into misleading messages.
+func decodeInto[T any](dst *T, f func() (T, error)) error {
+	v, err := f()
+	if err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
+// Keyspaces. The log alone is the truth; every other keyspace is derived
+// state or bookkeeping that can be rebuilt from it.
+const (
+	prefixLog  byte = 'l' // 'l' + seq (8 bytes, big-endian) -> record
+	prefixMeta byte = 'm' // 'm' + name -> bookkeeping values
+)
+
+func logKey(seq uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefixLog
+	binary.BigEndian.PutUint64(k[1:], seq)
+	return k
+}
+
+func seqFromKey(k []byte) (uint64, bool) {
+	if len(k) != 9 || k[0] != prefixLog {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
+}

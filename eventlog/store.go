@@ -1,0 +1,181 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// PebbleDir is the directory inside the data dir that holds Pebble's files.
+const PebbleDir = "pebble"
+
+// ErrLocked reports a data dir that another process has open.
+var ErrLocked = errors.New("data dir is in use by another process")
+
+// ErrNoDataDir reports a data dir that does not exist (or holds no store)
+// when the caller asked not to create one.
+var ErrNoDataDir = errors.New("no data dir")
+
+// StoreOptions configures OpenStore.
+type StoreOptions struct {
+	// Create makes the data dir (mode 0700) and the store if missing.
+	Create bool
+	// FS replaces the real filesystem, to inject faults in tests.
+	FS vfs.FS
+	// Logger receives Pebble's own messages. Nil discards informational
+	// ones and sends errors to slog's default logger.
+	Logger *slog.Logger
+}
+
+// Store is the Pebble database of one data dir. The log, snapshots and
+// delivery state all live in it, each in its own keyspace.
+type Store struct {
+	db   *pebble.DB
+	lock *pebble.Lock
+	dir  string
+}
+
+// OpenStore opens the store of dataDir, holding Pebble's directory lock
+// until Close. It returns ErrLocked if another process has it open and
+// ErrNoDataDir if it does not exist and opts.Create is false.
+func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
+	dir := filepath.Join(dataDir, PebbleDir)
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if _, statErr := fsys.Stat(filepath.Join(dir, "LOCK")); statErr != nil {
+		if !errors.Is(statErr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("data dir %s: %w", dataDir, statErr)
+		}
+		if !opts.Create {
+			return nil, fmt.Errorf("%w: %s holds no demosvc store (run `demosvc serve --data %s` to create one)", ErrNoDataDir, dataDir, dataDir)
+		}
+		if err := os.MkdirAll(dataDir, 0o700); err != nil && opts.FS == nil {
+			return nil, fmt.Errorf("creating data dir: %w", err)
+		}
+		if err := fsys.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating data dir: %w", err)
+		}
+	}
+	lock, err := pebble.LockDirectory(dir, fsys)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, dataDir)
+	}
+	defer func() {
+		// Pebble reports some damage by panicking; a damaged data dir is an
+		// error for the caller to explain, not a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("opening data dir %s: %v", dataDir, r)
+		}
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:               fsys,
+		Lock:             lock,
+		ErrorIfNotExists: !opts.Create,
+		Logger:           pebbleLogger{logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
+	}
+	// Whatever the last process wrote to the WAL without syncing is visible
+	// now; sync it so that nothing we serve from it can be lost later.
+	if err := db.LogData(nil, pebble.Sync); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
+	}
+	return &Store{db: db, lock: lock, dir: dataDir}, nil
+}
+
+// Dir returns the data dir.
+func (s *Store) Dir() string { return s.dir }
+
+// Close closes Pebble and releases the lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	return errors.Join(err, s.lock.Close())
+}
+
+// GetMeta returns the bookkeeping value stored under name.
+func (s *Store) GetMeta(name string) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(append([]byte{prefixMeta}, name...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// PutMeta durably stores a bookkeeping value under name.
+func (s *Store) PutMeta(name string, value []byte) error {
+	return s.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync)
+}
+
+// logEmpty reports whether the log keyspace holds no record.
+func (s *Store) logEmpty() (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return !it.First(), it.Error()
+}
+
+// pebbleLogger routes Pebble's messages into slog: informational ones at
+// debug level, errors at error level.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf panics with a pebbleFatal. Pebble calls it when a commit fails
+// (a WAL write or fsync error) and then returns as if the commit had
+// succeeded, so carrying on would acknowledge a write that is not durable.
+// The log's writer recovers the panic and stops accepting writes; anywhere
+// else the panic ends the process, which is what Pebble asks for.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("pebble fatal: " + msg)
+	panic(pebbleFatal(msg))
+}
+
+// pebbleFatal is the panic value of pebbleLogger.Fatalf.
+type pebbleFatal string
+
+func (f pebbleFatal) Error() string { return string(f) }
+
+// commitSync commits b with a WAL sync, turning Pebble's fatal commit error
+// into an ordinary one.
+func commitSync(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(pebbleFatal)
+			if !ok {
+				panic(r)
+			}
+			err = f
+		}
+	}()
+	return b.Commit(pebble.Sync)
+}
