@@ -386,7 +386,6 @@ func TestFailedSyncStopsWritesButNotReads(t *testing.T) {
 	h.store = nil
 }
 
-
 type noteV2 struct {
 	Text     string `json:"text"`
 	N        int    `json:"n"`
