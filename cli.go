@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"demosvc/config"
+	"demosvc/eventlog"
+	demohttp "demosvc/http"
+	"demosvc/projections"
+)
+
+// cli carries the process's context and standard streams to every command.
+type cli struct {
+	ctx            context.Context
+	getenv         func(string) string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// commonFlags are the flags every command takes.
+type commonFlags struct {
+	name       string // the command, for messages: "log verify"
+	configFile string
+	dataDir    string
+	listen     string
+}
+
+// flagSet returns a flag set for command name with --config and --data.
+func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
+	cf := &commonFlags{name: name}
+	fs := flag.NewFlagSet("demosvc "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.StringVar(&cf.configFile, "config", "", "YAML configuration `file`")
+	fs.StringVar(&cf.dataDir, "data", "", "data `dir` (default ./data)")
+	return fs, cf
+}
+
+// parse parses args, returning false (after printing why) on a usage error.
+// No positional arguments are accepted beyond want.
+func (c *cli) parse(fs *flag.FlagSet, args []string, want int) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() != want {
+		fmt.Fprintf(c.stderr, "%s: expected %d argument(s), got %q\n", fs.Name(), want, fs.Args())
+		fs.Usage()
+		return false
+	}
+	return true
+}
+
+// config loads the configuration for a command: defaults < --config file <
+// DEMOSVC_* environment < flags.
+func (c *cli) config(cf *commonFlags) (*config.Config, error) {
+	flags := map[string]string{}
+	if cf.dataDir != "" {
+		flags["data_dir"] = cf.dataDir
+	}
+	if cf.listen != "" {
+		flags["listen"] = cf.listen
+	}
+	return config.Load(config.Sources{File: cf.configFile, Getenv: c.getenv, Flags: flags})
+}
+
+// fail reports a failed command on stderr and returns exitFail.
+func (c *cli) fail(cf *commonFlags, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "demosvc %s: %s\n", cf.name, fmt.Sprintf(format, args...))
+	return exitFail
+}
+
+// newIDs returns the id source and clock: real ones, or the deterministic
+// ones that testing.seed and testing.clock ask for.
+func newIDs(cfg *config.Config) *eventlog.IDs {
+	clock := eventlog.Clock(time.Now)
+	if cfg.Testing.Clock != "" {
+		t, _ := time.Parse(time.RFC3339, cfg.Testing.Clock) // validated by config
+		clock = eventlog.FixedClock(t)
+	}
+	if cfg.Testing.Seed != 0 {
+		return eventlog.NewSeededIDs(clock, cfg.Testing.Seed)
+	}
+	return eventlog.NewIDs(clock)
+}
+
+// lockMessage explains a data dir held by another process, naming the
+// running server when it left its serve.json.
+func lockMessage(dataDir string) string {
+	var info serveInfo
+	b, err := os.ReadFile(filepath.Join(dataDir, serveInfoFile))
+	if err == nil && json.Unmarshal(b, &info) == nil && info.PID != 0 {
+		return fmt.Sprintf("data dir %s is in use by demosvc serve (pid %d, listening on %s since %s)",
+			dataDir, info.PID, info.Listen, info.StartedAt.Format(time.RFC3339))
+	}
+	return fmt.Sprintf("data dir %s is in use by another process", dataDir)
+}
+
+// openError turns a failure to open the data dir into one clear sentence.
+func openError(dataDir string, err error) string {
+	switch {
+	case errors.Is(err, eventlog.ErrLocked):
+		return lockMessage(dataDir)
+	default:
+		return err.Error()
+	}
+}
+
+// quietLogger discards Pebble's chatter in short-lived CLI commands.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// localData is a data dir opened by a CLI process while no server runs.
+type localData struct {
+	store *eventlog.Store
+	log   *eventlog.Log
+}
+
+func openLocal(cfg *config.Config) (*localData, error) {
+	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: newIDs(cfg)})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	return &localData{store: store, log: log}, nil
+}
+
+func (d *localData) close() {
+	d.log.Close()
+	d.store.Close()
+}
+
+// admin runs one admin request: through the running server's socket if one
+// answers, otherwise in this process against the data dir. The response
+// body goes to out; the HTTP status is returned.
+func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, out io.Writer) (int, error) {
+	status, err := demohttp.DoSocket(c.ctx, cfg.DataDir, method, target, body, out)
+	if !errors.Is(err, demohttp.ErrNoServer) {
+		return status, err
+	}
+	d, err := openLocal(cfg)
+	if err != nil {
+		if errors.Is(err, eventlog.ErrLocked) {
+			return 0, fmt.Errorf("%s, but its admin socket %s does not answer", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
+		}
+		return 0, err
+	}
+	defer d.close()
+	a := &demohttp.Admin{Log: d.log, Offline: true}
+	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
+}
+
+// streamOut passes JSON lines through to stdout, except an {"error":…}
+// line, which a stream ends with when it fails after it began: that goes to
+// stderr and marks the command failed.
+type streamOut struct {
+	c      *cli
+	cf     *commonFlags
+	buf    []byte
+	failed bool
+}
+
+func (s *streamOut) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		s.line(s.buf[:i+1])
+		s.buf = s.buf[i+1:]
+	}
+}
+
+func (s *streamOut) line(l []byte) {
+	if bytes.HasPrefix(l, []byte(`{"error":`)) {
+		var e demohttp.AdminError
+		_ = json.Unmarshal(l, &e)
+		s.c.fail(s.cf, "%s", e.Error)
+		s.failed = true
+		return
+	}
+	_, _ = s.c.stdout.Write(l)
+}
+
+// flush writes out a last line that had no newline.
+func (s *streamOut) flush() {
+	if len(s.buf) > 0 {
+		s.line(append(s.buf, '\n'))
+		s.buf = nil
+	}
+}
+
+// readLines reads a whole file, or standard input for "-", line by line.
+func (c *cli) openInput(name string) (io.Reader, func(), error) {
+	if name == "-" {
+		return bufio.NewReader(c.stdin), func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

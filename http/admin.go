@@ -1,0 +1,169 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"demosvc/eventlog"
+)
+
+// AdminSocket is the name of the admin unix socket inside the data dir.
+const AdminSocket = "admin.sock"
+
+// Admin serves the operator commands of the CLI (`demosvc log`, `accounts`,
+// `keys`): over the unix socket in the data dir while `serve` runs, and
+// in-process against an opened data dir when it does not. One handler, so
+// the two paths cannot drift apart.
+type Admin struct {
+	Log *eventlog.Log
+	// Offline is set when the handler runs inside a CLI process that opened
+	// the data dir itself, rather than inside `serve`.
+	Offline bool
+}
+
+// Handler returns the admin routes.
+func (a *Admin) Handler() http.Handler {
+	r := httprouter.New()
+	r.GET("/admin/log", a.handleLog)
+	r.GET("/admin/log/export", a.handleExport)
+	r.GET("/admin/log/verify", a.handleVerify)
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeAdminError(w, http.StatusNotFound, "no admin command at "+r.URL.Path)
+	})
+	return r
+}
+
+// AdminError is the body of every failed admin request.
+type AdminError struct {
+	Error string `json:"error"`
+}
+
+func writeAdminError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, AdminError{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// seqParam reads an optional positive seq query parameter.
+func seqParam(r *http.Request, name string) (uint64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("--%s must be a positive integer, got %q", name, s)
+	}
+	return n, nil
+}
+
+// handleLog streams the log as JSON lines, filtered by type and account,
+// waiting for new records when follow is set.
+func (a *Admin) handleLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	from, err := seqParam(r, "from")
+	if err != nil {
+		writeAdminError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	types := q["type"]
+	reg := a.Log.Registry()
+	for _, t := range types {
+		if !reg.Known(t) {
+			writeAdminError(w, http.StatusBadRequest, fmt.Sprintf("--type %q is not an event type; known: %v", t, reg.Types()))
+			return
+		}
+	}
+	account := q.Get("account")
+	follow := q.Get("follow") == "true"
+
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	emit := func(rec *eventlog.Record) error {
+		if len(types) > 0 && !slices.Contains(types, rec.Type) {
+			return nil
+		}
+		if account != "" && rec.Account != account {
+			return nil
+		}
+		j, err := reg.ToJSON(rec, false)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(j)
+	}
+	if !follow {
+		if err := a.Log.Read(from, 0, emit); err != nil {
+			writeStreamError(enc, err)
+		}
+		return
+	}
+	err = a.Log.Follow(r.Context(), from, func(rec *eventlog.Record) error {
+		if err := emit(rec); err != nil {
+			return err
+		}
+		if flusher != nil && rec.Seq == a.Log.DurableSeq() {
+			flusher.Flush()
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, eventlog.ErrClosed) {
+		writeStreamError(enc, err)
+	}
+}
+
+// writeStreamError ends a stream whose 200 header is already sent with a
+// final line the CLI recognises as a failure.
+func writeStreamError(enc *json.Encoder, err error) {
+	_ = enc.Encode(AdminError{Error: err.Error()})
+}
+
+func (a *Admin) handleExport(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	from, err := seqParam(r, "from")
+	if err != nil {
+		writeAdminError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if _, err := a.Log.Export(w, from); err != nil {
+		writeStreamError(json.NewEncoder(w), err)
+	}
+}
+
+// VerifyResult is the answer of `demosvc log verify`.
+type VerifyResult struct {
+	OK          bool   `json:"ok"`
+	Records     uint64 `json:"records"`
+	FirstBadSeq uint64 `json:"first_bad_seq,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	n, err := a.Log.Verify()
+	var ve *eventlog.VerifyError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, VerifyResult{OK: true, Records: n})
+	case errors.As(err, &ve):
+		writeJSON(w, http.StatusConflict, VerifyResult{Records: n, FirstBadSeq: ve.Seq, Error: ve.Error()})
+	default:
+		writeAdminError(w, http.StatusInternalServerError, err.Error())
+	}
+}

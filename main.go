@@ -1,0 +1,68 @@
+// Command demosvc is the Demo Session and Agent Service: one static binary,
+// one data directory. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+const usage = `usage: demosvc <command> [flags]
+
+commands:
+  serve [--config FILE] [--data DIR] [--listen ADDR]
+  log [--from SEQ] [--type T]... [--account ACC_ID] [--follow]
+  log verify
+  log export [--from SEQ]
+  log import FILE          (FILE "-" reads standard input)
+  version
+
+Every command takes --config FILE and --data DIR (default ./data).
+`
+
+// run is the whole program: main only supplies the process's context,
+// arguments, environment and standard streams, so tests can call it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "serve":
+		return c.serve(rest)
+	case "log":
+		return c.log(rest)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "demosvc %s\n", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "demosvc: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"demosvc/config"
+	"demosvc/eventlog"
+	demohttp "demosvc/http"
+	"demosvc/projections"
+)
+
+// serveInfoFile names the running server in its data dir, so that a second
+// `serve`, and tests, can say which process holds it and where it listens.
+const serveInfoFile = "serve.json"
+
+type serveInfo struct {
+	PID       int       `json:"pid"`
+	Listen    string    `json:"listen"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// serve runs the API until ctx is cancelled (SIGINT or SIGTERM), then shuts
+// down in order: stop accepting, finish requests in flight, stop the log,
+// close Pebble.
+func (c *cli) serve(args []string) int {
+	fs, cf := c.flagSet("serve")
+	fs.StringVar(&cf.listen, "listen", "", "`address` to listen on (default 127.0.0.1:8080)")
+	if !c.parse(fs, args, 0) {
+		return exitUsage
+	}
+	cfg, err := c.config(cf)
+	if err != nil {
+		return c.fail(cf, "%v", err)
+	}
+	logger := newLogger(cfg, c.stderr)
+	if err := c.runServer(cfg, logger); err != nil {
+		return c.fail(cf, "%v", err)
+	}
+	return exitOK
+}
+
+func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
+	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
+	if err != nil {
+		return errors.New(openError(cfg.DataDir, err))
+	}
+	defer store.Close()
+	ids := newIDs(cfg)
+	if cfg.Testing.Seed != 0 || cfg.Testing.Clock != "" {
+		logger.Warn("testing.seed or testing.clock is set: ids, secrets or time are deterministic; never use this in production")
+	}
+	if _, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader()); err != nil {
+		return err
+	}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids})
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	defer log.Close()
+
+	api := demohttp.NewServer(demohttp.Deps{Log: log, Logger: logger})
+	apiLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
+	if err != nil {
+		apiLn.Close()
+		return err
+	}
+	infoPath := filepath.Join(cfg.DataDir, serveInfoFile)
+	if err := writeServeInfo(infoPath, apiLn.Addr().String()); err != nil {
+		apiLn.Close()
+		adminLn.Close()
+		return err
+	}
+	defer os.Remove(infoPath)
+	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
+
+	apiSrv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	admin := &demohttp.Admin{Log: log}
+	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
+	errc := make(chan error, 2)
+	go func() { errc <- apiSrv.Serve(apiLn) }()
+	go func() { errc <- adminSrv.Serve(adminLn) }()
+	api.SetReady(true)
+	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
+		"head_seq", log.DurableSeq(), "version", version)
+
+	var serveErr error
+	select {
+	case <-c.ctx.Done():
+		logger.Info("shutting down")
+	case serveErr = <-errc:
+		logger.Error("server stopped", "err", serveErr)
+	}
+	api.SetReady(false)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	if err := apiSrv.Shutdown(ctx); err != nil {
+		logger.Warn("api shutdown", "err", err)
+	}
+	// Closing the log ends `log --follow` streams, so the admin server can
+	// then drain.
+	log.Close()
+	if err := adminSrv.Shutdown(ctx); err != nil {
+		logger.Warn("admin shutdown", "err", err)
+	}
+	logger.Info("stopped", "head_seq", log.DurableSeq())
+	return serveErr
+}
+
+// writeServeInfo writes serve.json atomically.
+func writeServeInfo(path, listen string) error {
+	b, err := json.Marshal(serveInfo{PID: os.Getpid(), Listen: listen, StartedAt: time.Now().UTC().Truncate(time.Second)})
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// newLogger builds the structured logger of log.level and log.format.
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
