@@ -72,7 +72,9 @@ type Log struct {
 
 	closeOnce sync.Once
 
-	// Owned by the writer goroutine.
+	// head guards the head of the chain. An open Txn holds it.
+	head     sync.Mutex
+	closed   bool
 	next     uint64
 	lastHash [HashSize]byte
 	buf      bytes.Buffer
@@ -160,14 +162,11 @@ func (l *Log) IDs() *IDs { return l.opts.IDs }
 // consecutive seqs. It returns ErrUnavailable after a storage failure and
 // ErrClosed after Close; a cancelled ctx abandons the wait, not the write.
 func (l *Log) Append(ctx context.Context, events []Event, puts ...Put) ([]Record, error) {
-	req := &appendReq{events: make([]pendingEvent, len(events)), puts: puts, done: make(chan appendResult, 1)}
-	for i, ev := range events {
-		name, version, data, err := l.opts.Registry.Encode(ev.Payload)
-		if err != nil {
-			return nil, err
-		}
-		req.events[i] = pendingEvent{typ: name, version: version, account: ev.Account, actor: ev.Actor, payload: data}
+	pending, err := l.encode(events)
+	if err != nil {
+		return nil, err
 	}
+	req := &appendReq{events: pending, puts: puts, done: make(chan appendResult, 1)}
 	if err := l.failure(); err != nil {
 		return nil, err
 	}
@@ -184,6 +183,19 @@ func (l *Log) Append(ctx context.Context, events []Event, puts ...Put) ([]Record
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// encode encodes the payloads of events, outside any lock.
+func (l *Log) encode(events []Event) ([]pendingEvent, error) {
+	out := make([]pendingEvent, len(events))
+	for i, ev := range events {
+		name, version, data, err := l.opts.Registry.Encode(ev.Payload)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = pendingEvent{typ: name, version: version, account: ev.Account, actor: ev.Actor, payload: data}
+	}
+	return out, nil
 }
 
 func (l *Log) failure() error {
@@ -232,68 +244,19 @@ func (l *Log) drainClosed() {
 }
 
 func (l *Log) commitGroup(group []*appendReq) {
-	if err := l.failure(); err != nil {
-		for _, req := range group {
-			req.done <- appendResult{err: err}
-		}
-		return
-	}
-	now := l.opts.IDs.Now()
-	batch := l.db.db.NewBatch()
-	defer batch.Close()
-	seq, hash := l.next, l.lastHash
-	results := make([][]Record, len(group))
-	var err error
-	for gi, req := range group {
-		recs := make([]Record, len(req.events))
-		for i, ev := range req.events {
-			recs[i] = Record{
-				Seq: seq, ID: l.opts.IDs.New("evt_"), Type: ev.typ, Version: ev.version,
-				Time: now, Account: ev.account, Actor: ev.actor, Payload: ev.payload,
-			}
-			var val []byte
-			if val, err = encodeRecord(&recs[i], hash, &l.buf); err != nil {
-				break
-			}
-			if err = batch.Set(logKey(seq), val, nil); err != nil {
-				break
-			}
-			hash = recs[i].Hash
-			seq++
-		}
-		for _, p := range req.puts {
-			if err == nil {
-				err = batch.Set(p.Key, p.Value, nil)
-			}
-		}
-		if err != nil {
-			// An encoding failure belongs to this request alone; it never
-			// reaches the batch because the whole group is dropped below.
-			break
-		}
-		results[gi] = recs
-	}
+	results := make([]appendResult, len(group))
+	tx, err := l.Begin()
 	if err == nil {
-		err = commitSync(batch)
-		if err != nil {
-			err = fmt.Errorf("%w: commit: %v", ErrUnavailable, err)
-			l.failed.Store(&err)
+		for i, req := range group {
+			results[i].records, results[i].err = tx.add(req.events, req.puts)
 		}
+		err = tx.Commit()
 	}
-	if err != nil {
-		for _, req := range group {
-			req.done <- appendResult{err: err}
+	for i, req := range group {
+		if err != nil && results[i].err == nil {
+			results[i] = appendResult{err: err}
 		}
-		return
-	}
-	committed := int(seq - l.next)
-	l.next, l.lastHash = seq, hash
-	l.publish(seq - 1)
-	if l.opts.OnCommit != nil {
-		l.opts.OnCommit(committed)
-	}
-	for gi, req := range group {
-		req.done <- appendResult{records: results[gi]}
+		req.done <- results[i]
 	}
 }
 
@@ -448,6 +411,9 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.stop)
 		<-l.stopped
+		l.head.Lock()
+		l.closed = true
+		l.head.Unlock()
 	})
 	return nil
 }

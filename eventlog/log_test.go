@@ -457,3 +457,50 @@ func TestOpeningAMissingDataDirWithoutCreateFails(t *testing.T) {
 		t.Fatalf("OpenStore = %v, want ErrNoDataDir", err)
 	}
 }
+
+func TestTxnGroupsCommandsAndAbortLeavesNoTrace(t *testing.T) {
+	h := openHarness(t, "")
+	tx, err := h.log.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := tx.Add([]Event{{Payload: note{N: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Add([]Event{{Payload: struct{}{}}}); !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("Add of an unregistered payload = %v, want ErrUnknownType", err)
+	}
+	b, err := tx.Add([]Event{{Payload: note{N: 2}}, {Payload: note{N: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[0].Seq != 1 || b[0].Seq != 2 || b[1].Seq != 3 {
+		t.Errorf("seqs = %d, %d, %d; want 1, 2, 3 (a failed Add must not use a seq)", a[0].Seq, b[0].Seq, b[1].Seq)
+	}
+	if h.log.DurableSeq() != 0 {
+		t.Error("records are visible before Commit")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if h.log.DurableSeq() != 3 {
+		t.Errorf("DurableSeq after Commit = %d, want 3", h.log.DurableSeq())
+	}
+
+	tx, err = h.log.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Add([]Event{{Payload: note{N: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Abort()
+	recs := h.append(1)
+	if recs[0].Seq != 4 {
+		t.Errorf("seq after an aborted txn = %d, want 4", recs[0].Seq)
+	}
+	if n, err := h.log.Verify(); err != nil || n != 4 {
+		t.Errorf("Verify = %d, %v; want 4, nil", n, err)
+	}
+}

@@ -1,0 +1,133 @@
+package eventlog
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Txn appends a group of events, possibly from many commands, that commit
+// together with one fsync. While a Txn is open it owns the head of the log,
+// so its records get consecutive seqs and chain hashes as soon as they are
+// added; a caller can apply them to in-memory state before committing, and
+// later commands of the group see their effects. Nothing added is durable
+// or visible to readers until Commit returns nil.
+type Txn struct {
+	l     *Log
+	batch *pebble.Batch
+	now   time.Time
+	next  uint64
+	hash  [HashSize]byte
+	n     int // records and puts added
+}
+
+// Begin opens a transaction, waiting until no other is open. It returns
+// ErrUnavailable after a storage failure and ErrClosed after Close. Every
+// Txn must end with Commit or Abort.
+func (l *Log) Begin() (*Txn, error) {
+	l.head.Lock()
+	if l.closed {
+		l.head.Unlock()
+		return nil, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		l.head.Unlock()
+		return nil, err
+	}
+	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.next, hash: l.lastHash}, nil
+}
+
+// Now is the time every record of the transaction carries.
+func (t *Txn) Now() time.Time { return t.now }
+
+// Add assigns seqs to events and queues them, with puts, for the commit. It
+// is all or nothing for this call: on error nothing of it is queued and the
+// transaction can go on.
+func (t *Txn) Add(events []Event, puts ...Put) ([]Record, error) {
+	pending, err := t.l.encode(events)
+	if err != nil {
+		return nil, err
+	}
+	return t.add(pending, puts)
+}
+
+func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
+	recs := make([]Record, len(events))
+	vals := make([][]byte, len(events))
+	seq, hash := t.next, t.hash
+	for i, ev := range events {
+		recs[i] = Record{
+			Seq: seq, ID: t.l.opts.IDs.New("evt_"), Type: ev.typ, Version: ev.version,
+			Time: t.now, Account: ev.account, Actor: ev.actor, Payload: ev.payload,
+		}
+		val, err := encodeRecord(&recs[i], hash, &t.l.buf)
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = val
+		hash = recs[i].Hash
+		seq++
+	}
+	for i := range recs {
+		if err := t.batch.Set(logKey(recs[i].Seq), vals[i], nil); err != nil {
+			return nil, t.fail(err)
+		}
+	}
+	for _, p := range puts {
+		if len(p.Key) == 0 || p.Key[0] == prefixLog {
+			return nil, fmt.Errorf("put key %q is in the log keyspace", p.Key)
+		}
+		if err := t.batch.Set(p.Key, p.Value, nil); err != nil {
+			return nil, t.fail(err)
+		}
+	}
+	t.next, t.hash = seq, hash
+	t.n += len(recs) + len(puts)
+	return recs, nil
+}
+
+// fail records an error that leaves the batch in an unknown state: the log
+// stops accepting writes, as after a failed commit.
+func (t *Txn) fail(err error) error {
+	err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+	t.l.failed.Store(&err)
+	return err
+}
+
+// Commit writes everything added with one fsync, then makes it visible to
+// readers and ends the transaction. On a storage failure it returns
+// ErrUnavailable, and the log accepts no more writes: whether the batch
+// reached the disk cannot be known.
+func (t *Txn) Commit() error {
+	l := t.l
+	defer t.end()
+	if t.n == 0 {
+		return nil
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if err := commitSync(t.batch); err != nil {
+		return t.fail(fmt.Errorf("commit: %v", err))
+	}
+	records := int(t.next - l.next)
+	l.next, l.lastHash = t.next, t.hash
+	l.publish(t.next - 1)
+	if l.opts.OnCommit != nil && records > 0 {
+		l.opts.OnCommit(records)
+	}
+	return nil
+}
+
+// Abort discards everything added and ends the transaction.
+func (t *Txn) Abort() { t.end() }
+
+func (t *Txn) end() {
+	if t.batch == nil {
+		return
+	}
+	t.batch.Close()
+	t.batch = nil
+	t.l.head.Unlock()
+}
