@@ -94,6 +94,14 @@ func newIDs(cfg *config.Config) *eventlog.IDs {
 	return eventlog.NewIDs(clock)
 }
 
+// reseedAfterOpen makes a seeded id source depend on the log's head, so
+// that each run of a test-mode process mints ids no earlier run minted.
+func reseedAfterOpen(cfg *config.Config, ids *eventlog.IDs, log *eventlog.Log) {
+	if cfg.Testing.Seed != 0 {
+		ids.Reseed(cfg.Testing.Seed*1_000_003 + int64(log.DurableSeq()))
+	}
+}
+
 // lockMessage explains a data dir held by another process, naming the
 // running server when it left its serve.json.
 func lockMessage(dataDir string) string {
@@ -123,22 +131,38 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 type localData struct {
 	store *eventlog.Store
 	log   *eventlog.Log
+	state *projections.Projections
 }
 
-func openLocal(cfg *config.Config) (*localData, error) {
+// openLocal opens the data dir; withState also rebuilds the projections,
+// which the log commands do without so that they work on a damaged log.
+func openLocal(cfg *config.Config, withState bool) (*localData, error) {
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: newIDs(cfg)})
+	ids := newIDs(cfg)
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	return &localData{store: store, log: log}, nil
+	reseedAfterOpen(cfg, ids, log)
+	d := &localData{store: store, log: log}
+	if withState {
+		if d.state, err = projections.Open(log); err != nil {
+			log.Close()
+			store.Close()
+			return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+		}
+	}
+	return d, nil
 }
 
 func (d *localData) close() {
+	if d.state != nil {
+		d.state.Close()
+	}
 	d.log.Close()
 	d.store.Close()
 }
@@ -151,7 +175,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	if !errors.Is(err, demohttp.ErrNoServer) {
 		return status, err
 	}
-	d, err := openLocal(cfg)
+	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log"))
 	if err != nil {
 		if errors.Is(err, eventlog.ErrLocked) {
 			return 0, fmt.Errorf("%s, but its admin socket %s does not answer", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
@@ -159,7 +183,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		return 0, err
 	}
 	defer d.close()
-	a := &demohttp.Admin{Log: d.log, Offline: true}
+	a := &demohttp.Admin{Log: d.log, State: d.state, Offline: true}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
 

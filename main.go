@@ -36,6 +36,11 @@ commands:
   log verify
   log export [--from SEQ]
   log import FILE          (FILE "-" reads standard input)
+  accounts create --name NAME [--plan starter|pro|enterprise] [--rpm N]
+  accounts list
+  keys create --account ACC_ID      prints the key once
+  keys list [--account ACC_ID]
+  keys revoke KEY_ID
   version
 
 Every command takes --config FILE and --data DIR (default ./data).
@@ -55,6 +60,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return c.serve(rest)
 	case "log":
 		return c.log(rest)
+	case "accounts":
+		return c.accounts(rest)
+	case "keys":
+		return c.keys(rest)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "demosvc %s\n", version)
 		return exitOK

@@ -67,6 +67,15 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	defer log.Close()
+	reseedAfterOpen(cfg, ids, log)
+	state, err := projections.Open(log)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	defer state.Close()
+	if err := c.bootstrap(cfg, state, logger); err != nil {
+		return err
+	}
 
 	api := demohttp.NewServer(demohttp.Deps{Log: log, Logger: logger})
 	apiLn, err := net.Listen("tcp", cfg.Listen)
@@ -96,7 +105,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	admin := &demohttp.Admin{Log: log}
+	admin := &demohttp.Admin{Log: log, State: state}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	errc := make(chan error, 2)
 	go func() { errc <- apiSrv.Serve(apiLn) }()
@@ -126,6 +135,22 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	logger.Info("stopped", "head_seq", log.DurableSeq())
 	return serveErr
+}
+
+// bootstrap creates account "default" and its first key when the log has
+// no account, and prints the key once.
+func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logger *slog.Logger) error {
+	acc, key, created, err := state.Bootstrap(c.ctx, cfg.Bootstrap.Plan)
+	if err != nil {
+		return fmt.Errorf("creating the default account: %w", err)
+	}
+	if !created {
+		return nil
+	}
+	logger.Info("created the default account", "account_id", acc.ID, "plan", acc.Plan, "key_id", key.ID)
+	fmt.Fprintf(c.stdout, "Created account %q (%s, plan %s) and its API key.\n", acc.Name, acc.ID, acc.Plan)
+	fmt.Fprintf(c.stdout, "API key (shown once; it will not be shown again, store it now):\n%s\n", key.Key)
+	return nil
 }
 
 // writeServeInfo writes serve.json atomically.

@@ -37,12 +37,23 @@ func NewIDs(clock Clock) *IDs {
 // function of seed and the clock alone. It exists for deterministic golden
 // tests; production must never use it, since its secrets are guessable.
 func NewSeededIDs(clock Clock, seed int64) *IDs {
+	s := &IDs{clock: clock}
+	s.Reseed(seed)
+	return s
+}
+
+// Reseed restarts a seeded source from seed. A process in test mode
+// reseeds with the log's head mixed in, so a restart does not mint the ids
+// of the previous run again. It must not be called on a crypto source.
+func (s *IDs) Reseed(seed int64) {
 	var key [32]byte
 	for i := 0; i < 8; i++ {
 		key[i] = byte(seed >> (8 * i))
 	}
 	src := &lockedReader{r: mrand.NewChaCha8(key)}
-	return &IDs{clock: clock, entropy: ulid.Monotonic(src, 0), random: src}
+	s.mu.Lock()
+	s.entropy, s.random = ulid.Monotonic(src, 0), src
+	s.mu.Unlock()
 }
 
 // New returns a fresh identifier carrying prefix, for example "evt_".

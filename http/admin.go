@@ -12,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
 )
 
 // AdminSocket is the name of the admin unix socket inside the data dir.
@@ -22,7 +23,8 @@ const AdminSocket = "admin.sock"
 // in-process against an opened data dir when it does not. One handler, so
 // the two paths cannot drift apart.
 type Admin struct {
-	Log *eventlog.Log
+	Log   *eventlog.Log
+	State *projections.Projections
 	// Offline is set when the handler runs inside a CLI process that opened
 	// the data dir itself, rather than inside `serve`.
 	Offline bool
@@ -34,6 +36,11 @@ func (a *Admin) Handler() http.Handler {
 	r.GET("/admin/log", a.handleLog)
 	r.GET("/admin/log/export", a.handleExport)
 	r.GET("/admin/log/verify", a.handleVerify)
+	r.POST("/admin/accounts", a.handleCreateAccount)
+	r.GET("/admin/accounts", a.handleListAccounts)
+	r.POST("/admin/keys", a.handleCreateKey)
+	r.GET("/admin/keys", a.handleListKeys)
+	r.POST("/admin/keys/:id/revoke", a.handleRevokeKey)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, http.StatusNotFound, "no admin command at "+r.URL.Path)
 	})

@@ -1,0 +1,111 @@
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"demosvc/projections"
+)
+
+// AccountInput is the body of POST /admin/accounts.
+type AccountInput struct {
+	Name               string `json:"name"`
+	Plan               string `json:"plan"`
+	RateLimitPerMinute int    `json:"rate_limit_per_minute"`
+}
+
+// KeyInput is the body of POST /admin/keys.
+type KeyInput struct {
+	AccountID string `json:"account_id"`
+}
+
+// List is the envelope of every list: {"data":[…]}.
+type List[T any] struct {
+	Data []T `json:"data"`
+}
+
+func (a *Admin) handleCreateAccount(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var in AccountInput
+	if !a.decode(w, r, &in) {
+		return
+	}
+	acc, err := a.State.CreateAccount(r.Context(), "cli", in.Name, in.Plan, in.RateLimitPerMinute)
+	if err != nil {
+		a.writeDomainError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, acc)
+}
+
+func (a *Admin) handleListAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, List[projections.Account]{Data: a.State.Accounts()})
+}
+
+func (a *Admin) handleCreateKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var in KeyInput
+	if !a.decode(w, r, &in) {
+		return
+	}
+	key, err := a.State.CreateKey(r.Context(), "cli", in.AccountID)
+	if err != nil {
+		a.writeDomainError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, key)
+}
+
+func (a *Admin) handleListKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	account := r.URL.Query().Get("account")
+	if account != "" {
+		found := false
+		for _, acc := range a.State.Accounts() {
+			found = found || acc.ID == account
+		}
+		if !found {
+			writeAdminError(w, http.StatusNotFound, "no account "+account)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, List[projections.APIKey]{Data: a.State.Keys(account)})
+}
+
+func (a *Admin) handleRevokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	key, err := a.State.RevokeKey(r.Context(), "cli", ps.ByName("id"))
+	if err != nil {
+		a.writeDomainError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, key)
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// refused.
+func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		msg := "malformed request body"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		writeAdminError(w, http.StatusBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+func (a *Admin) writeDomainError(w http.ResponseWriter, err error) {
+	var e *projections.Error
+	if errors.As(err, &e) {
+		msg := e.Message
+		if e.Param != "" && e.Code == projections.EInvalid {
+			msg = e.Param + ": " + msg
+		}
+		writeAdminError(w, statusOf(e.Code), msg)
+		return
+	}
+	writeAdminError(w, http.StatusServiceUnavailable, err.Error())
+}
