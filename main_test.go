@@ -54,6 +54,7 @@ func TestScripts(t *testing.T) {
 			"waitserver": cmdWaitServer,
 			"http":       cmdHTTP,
 			"tamper":     cmdTamper,
+			"jsonvar":    cmdJSONVar,
 		},
 	})
 }
@@ -100,14 +101,17 @@ func serverReady(dir string) (string, bool) {
 	return url, resp.StatusCode == http.StatusOK
 }
 
-// http [-H 'Name: value']... [-show Name,Name] METHOD PATH [BODY]
+// http [-H 'Name: value']... [-key KEY] [-show Name,Name] [-repeat N] METHOD PATH [BODY]
 //
 // sends a request to $URL+PATH and prints the status line, the headers
 // named by -show (in that order), a blank line and the body. BODY starting
-// with @ names a file. `! http` expects a non-2xx status.
+// with @ names a file. -key KEY sends Authorization: Bearer KEY. With -repeat N it sends N requests, prints a line
+// "statuses: 200 x59, 429 x1" and then the last response. `! http`
+// expects the (last) status to be non-2xx.
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	var headers [][2]string
 	var show []string
+	repeat := 1
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		if len(args) < 2 {
 			ts.Fatalf("usage: http [-H 'Name: value']... [-show Names] METHOD PATH [BODY]")
@@ -121,6 +125,14 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 			headers = append(headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
 		case "-show":
 			show = strings.Split(args[1], ",")
+		case "-key":
+			headers = append(headers, [2]string{"Authorization", "Bearer " + args[1]})
+		case "-repeat":
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				ts.Fatalf("-repeat wants a positive count")
+			}
+			repeat = n
 		default:
 			ts.Fatalf("unknown flag %s", args[0])
 		}
@@ -129,25 +141,37 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 || len(args) > 3 {
 		ts.Fatalf("usage: http [-H 'Name: value']... [-show Names] METHOD PATH [BODY]")
 	}
-	var body io.Reader
+	var body string
 	if len(args) == 3 {
-		b := args[2]
-		if strings.HasPrefix(b, "@") {
-			b = ts.ReadFile(b[1:])
+		body = args[2]
+		if strings.HasPrefix(body, "@") {
+			body = ts.ReadFile(body[1:])
 		}
-		body = strings.NewReader(b)
 	}
-	req, err := http.NewRequest(args[0], ts.Getenv("URL")+args[1], body)
-	ts.Check(err)
-	for _, h := range headers {
-		req.Header.Add(h[0], h[1])
+	var resp *http.Response
+	var respBody []byte
+	var statuses []int
+	for i := 0; i < repeat; i++ {
+		var rd io.Reader
+		if len(args) == 3 {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(args[0], ts.Getenv("URL")+args[1], rd)
+		ts.Check(err)
+		for _, h := range headers {
+			req.Header.Add(h[0], h[1])
+		}
+		resp, err = http.DefaultClient.Do(req)
+		ts.Check(err)
+		respBody, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ts.Check(err)
+		statuses = append(statuses, resp.StatusCode)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	ts.Check(err)
-	defer resp.Body.Close()
-	respBody, err := io.ReadAll(resp.Body)
-	ts.Check(err)
 	var out bytes.Buffer
+	if repeat > 1 {
+		out.WriteString("statuses: " + countRuns(statuses) + "\n")
+	}
 	fmt.Fprintf(&out, "%s %s\n", resp.Proto, resp.Status)
 	for _, name := range show {
 		for _, v := range resp.Header.Values(name) {
@@ -161,6 +185,40 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if ok == neg {
 		ts.Fatalf("status %s (negated: %v)", resp.Status, neg)
 	}
+}
+
+// countRuns summarises statuses in order of first appearance: "200 x60, 429 x1".
+func countRuns(statuses []int) string {
+	var order []int
+	count := map[int]int{}
+	for _, s := range statuses {
+		if count[s] == 0 {
+			order = append(order, s)
+		}
+		count[s]++
+	}
+	parts := make([]string, len(order))
+	for i, s := range order {
+		parts[i] = fmt.Sprintf("%d x%d", s, count[s])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// jsonvar VAR FIELD sets $VAR to the string FIELD of the JSON object the
+// previous command printed on stdout.
+func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: jsonvar VAR FIELD")
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &m); err != nil {
+		ts.Fatalf("stdout is not a JSON object: %v", err)
+	}
+	v, ok := m[args[1]].(string)
+	if !ok {
+		ts.Fatalf("stdout has no string field %q", args[1])
+	}
+	ts.Setenv(args[0], v)
 }
 
 // tamper DATADIR SEQ flips one byte in the middle of the stored record SEQ,

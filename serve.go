@@ -62,7 +62,9 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	if _, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader()); err != nil {
 		return err
 	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids})
+	var log *eventlog.Log
+	metrics := demohttp.NewMetrics(func() float64 { return float64(log.DurableSeq()) })
+	log, err = eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids, OnCommit: metrics.ObserveCommit})
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
@@ -77,7 +79,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 
-	api := demohttp.NewServer(demohttp.Deps{Log: log, Logger: logger})
+	api := demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics, Clock: ids.Now})
 	apiLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)

@@ -56,14 +56,6 @@ func writeAdminError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, AdminError{Error: msg})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
 // seqParam reads an optional positive seq query parameter.
 func seqParam(r *http.Request, name string) (uint64, error) {
 	s := r.URL.Query().Get(name)

@@ -2,26 +2,90 @@ package http
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
+
+	"demosvc/projections"
 )
 
 // routes registers every route of the public API in one place.
 func (s *Server) routes() http.Handler {
 	r := httprouter.New()
-	r.GET("/healthz", s.handleHealth)
-	r.GET("/readyz", s.handleReady)
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.HandleMethodNotAllowed = true
+	r.NotFound = http.HandlerFunc(s.notFound)
+	r.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
+
+	open := func(method, path string, h http.HandlerFunc) { r.Handler(method, path, route(path, h)) }
+	api := func(method, path string, h http.HandlerFunc) {
+		r.Handler(method, path, route(path, s.authenticated(h)))
+	}
+
+	open(http.MethodGet, "/healthz", s.handleHealth)
+	open(http.MethodGet, "/readyz", s.handleReady)
+	open(http.MethodGet, "/metrics", s.deps.Metrics.handler().ServeHTTP)
+
+	api(http.MethodGet, "/v1/account", s.handleAccount)
 	return r
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+// notFound answers an unknown route. Under /v1 the caller is authenticated
+// first, so that an unauthenticated client learns nothing about routes.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, projections.Errorf(projections.ENotFound, "no route %s %s", r.Method, r.URL.Path))
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+		h = s.authenticated(h)
+	}
+	h(w, r)
+}
+
+// methodNotAllowed answers a known route with the wrong method; the router
+// has set Allow.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	// httprouter always lists OPTIONS, which this API does not serve.
+	var allow []string
+	for _, m := range strings.Split(w.Header().Get("Allow"), ", ") {
+		if m != http.MethodOptions && m != "" {
+			allow = append(allow, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	h := func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, projections.Errorf(projections.EMethodNotAllowed,
+			"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		h = s.authenticated(h)
+	}
+	h(w, r)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// AccountView is the body of GET /v1/account.
+type AccountView struct {
+	ID                 string `json:"id"`
+	Name               string `json:"name"`
+	Plan               string `json:"plan"`
+	RateLimitPerMinute int    `json:"rate_limit_per_minute"`
+}
+
+func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
+	a := principal(r).Account
+	writeJSON(w, http.StatusOK, AccountView{ID: a.ID, Name: a.Name, Plan: a.Plan, RateLimitPerMinute: s.planLimit(a)})
 }

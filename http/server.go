@@ -8,34 +8,63 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
+	"demosvc/config"
 	"demosvc/eventlog"
+	"demosvc/projections"
 )
 
 // Deps is what the API server needs.
 type Deps struct {
-	Log    *eventlog.Log
-	Logger *slog.Logger
+	Log     *eventlog.Log
+	State   *projections.Projections
+	Config  *config.Config
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Clock drives the rate limiters; nil means time.Now.
+	Clock func() time.Time
 }
 
 // Server is the public HTTP API. Build it with NewServer; it is an
 // http.Handler.
 type Server struct {
-	deps    Deps
-	ready   atomic.Bool
-	handler http.Handler
+	deps     Deps
+	ready    atomic.Bool
+	handler  http.Handler
+	reqIDs   *eventlog.IDs // never seeded: request ids are not in golden output
+	accounts *Limiters     // per account
+	badAuth  *Limiters     // per client address, for requests with a bad key
 }
+
+// maxBadAuthClients bounds the client addresses whose failed
+// authentications are being counted.
+const maxBadAuthClients = 100_000
 
 // NewServer returns the API server. It answers /readyz with 503 until
 // SetReady(true).
 func NewServer(d Deps) *Server {
-	s := &Server{deps: d}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(func() float64 { return float64(d.Log.DurableSeq()) })
+	}
+	s := &Server{
+		deps:     d,
+		reqIDs:   eventlog.NewIDs(time.Now),
+		accounts: NewLimiters(d.Clock, 0),
+		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
+	}
 	s.handler = s.routes()
 	return s
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, r) }
 
 // SetReady marks the server ready (state rebuilt from the log) or not.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.deps.Metrics }

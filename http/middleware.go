@@ -1,0 +1,199 @@
+package http
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"demosvc/projections"
+)
+
+// exchange is what the outer middleware learns about one request as it is
+// served: the route pattern, the caller and the status.
+type exchange struct {
+	http.ResponseWriter
+	status  int
+	wrote   bool
+	route   string
+	account string
+}
+
+func (e *exchange) WriteHeader(status int) {
+	if !e.wrote {
+		e.status, e.wrote = status, true
+	}
+	e.ResponseWriter.WriteHeader(status)
+}
+
+func (e *exchange) Write(p []byte) (int, error) {
+	if !e.wrote {
+		e.status, e.wrote = http.StatusOK, true
+	}
+	return e.ResponseWriter.Write(p)
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (e *exchange) Flush() {
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+type ctxKey int
+
+const principalKey ctxKey = iota
+
+// principal returns the authenticated caller of r.
+func principal(r *http.Request) projections.Principal {
+	p, _ := r.Context().Value(principalKey).(projections.Principal)
+	return p
+}
+
+// serve wraps every request: a request id, recovery from panics, one log
+// line and the metrics.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := s.reqIDs.New("req_")
+	w.Header().Set("X-Request-Id", id)
+	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.logger().Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !ex.wrote {
+				s.writeError(ex, r, projections.Errorf(projections.EInternal, "internal error"))
+			}
+		}
+		elapsed := time.Since(start)
+		code := strconv.Itoa(ex.status)
+		s.deps.Metrics.requests.WithLabelValues(ex.route, r.Method, code).Inc()
+		s.deps.Metrics.latency.WithLabelValues(ex.route).Observe(elapsed.Seconds())
+		level := slog.LevelInfo
+		if ex.status >= 500 {
+			level = slog.LevelError
+		}
+		s.logger().LogAttrs(r.Context(), level, "request",
+			slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
+			slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account))
+	}()
+	s.handler.ServeHTTP(ex, r)
+}
+
+// route names the route pattern of a handler for logs and metrics.
+func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ex, ok := w.(*exchange); ok {
+			ex.route = pattern
+		}
+		h(w, r)
+	}
+}
+
+// authenticated runs h for a caller with a valid, unrevoked key, within
+// its account's rate limit. Otherwise it answers 401 unauthorized, or 429
+// when the client address or the account is over its limit.
+func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
+			if !d.Allowed {
+				setRetryAfter(w, d)
+				s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+					"too many requests with a bad API key from this address; retry in %s", retryWords(d)))
+				return
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		if ex, ok := w.(*exchange); ok {
+			ex.account = p.Account.ID
+		}
+		d := s.accounts.Take(p.Account.ID, s.planLimit(p.Account))
+		setRateLimitHeaders(w, d)
+		if !d.Allowed {
+			setRetryAfter(w, d)
+			s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+				"rate limit of %d requests per minute exceeded; retry in %s", d.Limit, retryWords(d)))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	}
+}
+
+// authenticate checks the Authorization header.
+func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+			"missing Authorization header; send Authorization: Bearer <API key>")
+	}
+	scheme, key, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+			"the Authorization header must use the Bearer scheme: Authorization: Bearer <API key>")
+	}
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "the Bearer token is empty")
+	}
+	p, found := s.deps.State.Authenticate(key)
+	if !found {
+		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "invalid API key")
+	}
+	return p, nil
+}
+
+// planLimit returns an account's requests per minute; 0 is unlimited.
+func (s *Server) planLimit(a projections.Account) int {
+	switch a.Plan {
+	case projections.PlanStarter:
+		return s.deps.Config.Plans.Starter
+	case projections.PlanPro:
+		return s.deps.Config.Plans.Pro
+	default:
+		return a.RateLimitPerMinute
+	}
+}
+
+// setRateLimitHeaders sets the IETF RateLimit headers of a limited account.
+func setRateLimitHeaders(w http.ResponseWriter, d Decision) {
+	if d.Limit == 0 {
+		return
+	}
+	h := w.Header()
+	h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=60`, d.Limit))
+	h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, d.Remaining, ceilSeconds(d.Reset)))
+}
+
+func setRetryAfter(w http.ResponseWriter, d Decision) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, ceilSeconds(d.RetryAfter))))
+}
+
+func retryWords(d Decision) string {
+	return fmt.Sprintf("%d s", max(1, ceilSeconds(d.RetryAfter)))
+}
+
+func ceilSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// clientAddr is the address a request came from. X-Forwarded-For is not
+// trusted: run demosvc behind a proxy that sets the peer address, or give
+// the proxy's own limits.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

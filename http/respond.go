@@ -1,0 +1,64 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// ErrorBody is the body of every non-2xx API response.
+type ErrorBody struct {
+	Error ErrorObject `json:"error"`
+}
+
+// ErrorObject is the error wrapper's content.
+type ErrorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Param   string `json:"param,omitempty"`
+}
+
+// writeJSON writes v as the JSON response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal_error","message":"internal error"}}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// writeError answers with the error object for err. An *projections.Error
+// is shown as it is; storage failure and shutdown are 503 unavailable;
+// anything else is logged with its detail and shown as "internal error".
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *projections.Error
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, eventlog.ErrUnavailable), errors.Is(err, eventlog.ErrClosed):
+		s.deps.Logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
+		e = projections.Errorf(projections.EUnavailable, "the service cannot accept writes right now; retry later")
+	default:
+		s.deps.Logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
+			"method", r.Method, "path", r.URL.Path)
+		e = projections.Errorf(projections.EInternal, "internal error")
+	}
+	if e.Code == projections.EUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="demosvc"`)
+	}
+	writeJSON(w, statusOf(e.Code), ErrorBody{Error: ErrorObject{Code: e.Code, Message: e.Message, Param: e.Param}})
+}
+
+// logger returns the server's logger.
+func (s *Server) logger() *slog.Logger { return s.deps.Logger }
