@@ -1,0 +1,208 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"demosvc/config"
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// testServer runs the real stack on a real Pebble in a temp dir.
+type testServer struct {
+	*Server
+	logs  *bytes.Buffer
+	state *projections.Projections
+	key   string
+}
+
+func newTestServer(t *testing.T, mutate func(*config.Config)) *testServer {
+	t.Helper()
+	return newTestServerTB(t, mutate)
+}
+
+func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
+	t.Helper()
+	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := projections.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { state.Close(); log.Close(); store.Close() })
+	cfg := config.Default()
+	if mutate != nil {
+		mutate(cfg)
+	}
+	_, key, _, err := state.Bootstrap(t.Context(), projections.PlanPro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s := NewServer(Deps{Log: log, State: state, Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s.SetReady(true)
+	return &testServer{Server: s, logs: &logs, state: state, key: key.Key}
+}
+
+func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	req.Header.Set("Authorization", "Bearer "+ts.key)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	ts.ServeHTTP(w, req)
+	return w
+}
+
+func errorOf(t *testing.T, w *httptest.ResponseRecorder) ErrorObject {
+	t.Helper()
+	var body ErrorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body %q is not an error object: %v", w.Body.String(), err)
+	}
+	return body.Error
+}
+
+func TestPanicIsA500WithoutDetail(t *testing.T) {
+	ts := newTestServer(t, nil)
+	ts.handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("secret detail") })
+	w := ts.do("GET", "/v1/account", "")
+	if w.Code != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500", w.Code)
+	}
+	e := errorOf(t, w)
+	if e.Code != "internal_error" || e.Message != "internal error" {
+		t.Errorf("error = %+v", e)
+	}
+	if strings.Contains(w.Body.String(), "secret detail") {
+		t.Error("the panic value reached the client")
+	}
+	if !strings.Contains(ts.logs.String(), "secret detail") || !strings.Contains(ts.logs.String(), "goroutine") {
+		t.Error("the panic and its stack were not logged")
+	}
+	if w.Header().Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id on a 500")
+	}
+}
+
+func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
+	ts := newTestServer(t, func(c *config.Config) { c.HTTP.MaxBodyBytes = 64 })
+	type input struct {
+		Name  string   `json:"name"`
+		Count int      `json:"count"`
+		Tags  []string `json:"tags"`
+	}
+	for _, tc := range []struct {
+		name, ct, body  string
+		code, param     string
+		messageContains string
+	}{
+		{"no content type", "", `{}`, "unsupported_media_type", "", "Content-Type: application/json"},
+		{"text/plain", "text/plain", `{}`, "unsupported_media_type", "", ""},
+		{"too large", "application/json", `{"name":"` + strings.Repeat("x", 100) + `"}`, "payload_too_large", "", "64 bytes"},
+		{"empty", "application/json", ``, "invalid_request", "", "empty"},
+		{"malformed", "application/json", `{"name":`, "invalid_request", "", "not valid JSON"},
+		{"not an object", "application/json", `[1,2]`, "invalid_request", "", "must be a JSON object"},
+		{"wrong type", "application/json", `{"count":"7"}`, "invalid_request", "count", "count must be an integer"},
+		{"fraction", "application/json", `{"count":7.5}`, "invalid_request", "count", "count must be an integer"},
+		{"unknown field", "application/json", `{"colour":"red"}`, "invalid_request", "colour", `unknown field "colour"`},
+		{"trailing data", "application/json", `{} {}`, "invalid_request", "", "after the JSON object"},
+		{"invalid utf-8", "application/json", "{\"name\":\"\xff\"}", "invalid_request", "", "UTF-8"},
+		{"charset is fine", "application/json; charset=utf-8", `{"name":"ok"}`, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", "/x", strings.NewReader(tc.body))
+			if tc.ct != "" {
+				req.Header.Set("Content-Type", tc.ct)
+			}
+			var in input
+			err := ts.decodeJSON(httptest.NewRecorder(), req, &in)
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want nil", err)
+				}
+				return
+			}
+			var e *projections.Error
+			if !asError(err, &e) {
+				t.Fatalf("err = %v, want a *projections.Error", err)
+			}
+			if e.Code != tc.code || e.Param != tc.param || !strings.Contains(e.Message, tc.messageContains) {
+				t.Errorf("got code %q param %q message %q; want code %q param %q message containing %q",
+					e.Code, e.Param, e.Message, tc.code, tc.param, tc.messageContains)
+			}
+		})
+	}
+}
+
+func asError(err error, target **projections.Error) bool {
+	e, ok := err.(*projections.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestHugeHeadersAndBadKeysNeverGiveA5xx(t *testing.T) {
+	ts := newTestServer(t, nil)
+	srv := httptest.NewUnstartedServer(ts)
+	srv.Config.MaxHeaderBytes = 64 << 10
+	srv.Start()
+	defer srv.Close()
+	for _, auth := range []string{
+		"Bearer " + strings.Repeat("a", 1<<20),
+		"Bearer sk_" + strings.Repeat("é", 20),
+		"Bearer sk_" + strings.Repeat("A", 43),
+		"bearer",
+		"Token abc",
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/account", nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%.20q: %v", auth, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("Authorization %.20q: status %d, want a 4xx", auth, resp.StatusCode)
+		}
+	}
+}
+
+func TestTenThousandBadKeysFromOneAddressStayBounded(t *testing.T) {
+	ts := newTestServer(t, nil)
+	counts := map[int]int{}
+	for i := 0; i < 10_000; i++ {
+		req := httptest.NewRequest("GET", "/v1/account", nil)
+		req.RemoteAddr = "198.51.100.7:4242"
+		req.Header.Set("Authorization", "Bearer sk_"+strings.Repeat(string(rune('a'+i%26)), 43))
+		w := httptest.NewRecorder()
+		ts.ServeHTTP(w, req)
+		counts[w.Code]++
+	}
+	if counts[401] != 60 || counts[429] != 10_000-60 || len(counts) != 2 {
+		t.Errorf("statuses = %v, want 60 x 401 then 429s", counts)
+	}
+	if n := ts.badAuth.Len(); n != 1 {
+		t.Errorf("%d per-address buckets for one address", n)
+	}
+}
