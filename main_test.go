@@ -205,13 +205,20 @@ func countRuns(statuses []int) string {
 }
 
 // jsonvar VAR FIELD sets $VAR to the string FIELD of the JSON object the
-// previous command printed on stdout.
+// previous command printed on stdout (for http, the response body).
 func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: jsonvar VAR FIELD")
 	}
+	out := ts.ReadFile("stdout")
+	if strings.HasPrefix(out, "HTTP/") {
+		// An http command's output: the body follows the blank line.
+		if _, body, ok := strings.Cut(out, "\n\n"); ok {
+			out = body
+		}
+	}
 	var m map[string]any
-	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &m); err != nil {
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		ts.Fatalf("stdout is not a JSON object: %v", err)
 	}
 	v, ok := m[args[1]].(string)

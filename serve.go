@@ -70,7 +70,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer log.Close()
 	reseedAfterOpen(cfg, ids, log)
-	state, err := projections.Open(log)
+	state, err := projections.Open(log, projections.Options{HotThreshold: cfg.Leads.HotThreshold})
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}

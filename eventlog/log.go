@@ -154,6 +154,9 @@ func (l *Log) readHead() (Record, error) {
 // Registry returns the payload registry the log was opened with.
 func (l *Log) Registry() *Registry { return l.opts.Registry }
 
+// Store returns the store the log is kept in.
+func (l *Log) Store() *Store { return l.db }
+
 // IDs returns the log's id source and clock.
 func (l *Log) IDs() *IDs { return l.opts.IDs }
 

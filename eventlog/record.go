@@ -160,6 +160,14 @@ func decodeInto[T any](dst *T, f func() (T, error)) error {
 const (
 	prefixLog  byte = 'l' // 'l' + seq (8 bytes, big-endian) -> record
 	prefixMeta byte = 'm' // 'm' + name -> bookkeeping values
+
+	// KeyspaceIdempotency holds recorded responses to Idempotency-Key
+	// requests: 'i' + account + 0x00 + key.
+	KeyspaceIdempotency byte = 'i'
+	// KeyspaceSnapshot holds projection snapshots.
+	KeyspaceSnapshot byte = 's'
+	// KeyspaceDelivery holds webhook cursors and retry state.
+	KeyspaceDelivery byte = 'd'
 )
 
 func logKey(seq uint64) []byte {

@@ -127,6 +127,27 @@ func (s *Store) PutMeta(name string, value []byte) error {
 	return s.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync)
 }
 
+// Scan calls fn for every key with prefix, in order. prefix must not be
+// the log's keyspace, which Log reads. fn must not keep k or v.
+func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
+	if len(prefix) == 0 || prefix[0] == prefixLog {
+		return fmt.Errorf("scan of %q: not a bookkeeping keyspace", prefix)
+	}
+	upper := append([]byte(nil), prefix...)
+	upper[len(upper)-1]++
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
 // logEmpty reports whether the log keyspace holds no record.
 func (s *Store) logEmpty() (bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}})

@@ -13,27 +13,27 @@ import (
 	"demosvc/projections"
 )
 
-// decodeJSON reads the request body into v strictly: the body must be
+// readJSON reads the request body into v strictly: the body must be
 // declared application/json, fit http.max_body_bytes, be valid UTF-8 and
 // one JSON object, and name no field v does not have. Every failure is an
 // *projections.Error with the field in Param where there is one.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return projections.Errorf(projections.EUnsupportedMedia, "the request body must be sent with Content-Type: application/json")
+		return nil, projections.Errorf(projections.EUnsupportedMedia, "the request body must be sent with Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.deps.Config.HTTP.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return projections.Errorf(projections.EPayloadTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
+			return nil, projections.Errorf(projections.EPayloadTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
 		}
-		return projections.Errorf(projections.EInvalid, "reading the request body: %v", err)
+		return nil, projections.Errorf(projections.EInvalid, "reading the request body: %v", err)
 	}
 	if !utf8.Valid(body) {
-		return projections.Errorf(projections.EInvalid, "the request body is not valid UTF-8")
+		return nil, projections.Errorf(projections.EInvalid, "the request body is not valid UTF-8")
 	}
-	return decodeStrict(body, v)
+	return body, decodeStrict(body, v)
 }
 
 // decodeStrict decodes one JSON object into v, refusing unknown fields,

@@ -29,6 +29,22 @@ func (s *Server) routes() http.Handler {
 	open(http.MethodGet, "/metrics", s.deps.Metrics.handler().ServeHTTP)
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)
+
+	api(http.MethodPost, "/v1/agents", s.handleCreateAgent)
+	api(http.MethodGet, "/v1/agents", s.handleListAgents)
+	api(http.MethodGet, "/v1/agents/:id", s.handleGetAgent)
+	api(http.MethodPatch, "/v1/agents/:id", s.handleUpdateAgent)
+
+	api(http.MethodPost, "/v1/sessions", s.handleStartSession)
+	api(http.MethodGet, "/v1/sessions", s.handleListSessions)
+	api(http.MethodGet, "/v1/sessions/:id", s.handleGetSession)
+	api(http.MethodPost, "/v1/sessions/:id/progress", s.sessionAction(s.deps.State.ProgressSession))
+	api(http.MethodPost, "/v1/sessions/:id/complete", s.sessionAction(s.deps.State.CompleteSession))
+	api(http.MethodPost, "/v1/sessions/:id/abandon", s.sessionAction(s.deps.State.AbandonSession))
+	api(http.MethodPost, "/v1/sessions/:id/meeting", s.handleBookMeeting)
+
+	api(http.MethodGet, "/v1/contacts", s.handleListContacts)
+	api(http.MethodGet, "/v1/contacts/:id", s.handleGetContact)
 	return r
 }
 

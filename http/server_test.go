@@ -39,7 +39,7 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := projections.Open(log)
+	state, err := projections.Open(log, projections.DefaultOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 				req.Header.Set("Content-Type", tc.ct)
 			}
 			var in input
-			err := ts.decodeJSON(httptest.NewRecorder(), req, &in)
+			_, err := ts.readJSON(httptest.NewRecorder(), req, &in)
 			if tc.code == "" {
 				if err != nil {
 					t.Fatalf("err = %v, want nil", err)

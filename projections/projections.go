@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"demosvc/eventlog"
 )
@@ -20,7 +21,9 @@ import (
 // ever sees a change that is not durable, and no two commands can both pass
 // a check that only one of them may pass.
 type Projections struct {
-	log *eventlog.Log
+	log  *eventlog.Log
+	opts Options
+	idem map[string]*idemRecord // recorded responses by idemKey; writer-owned
 
 	mu    sync.RWMutex
 	state *State
@@ -43,6 +46,9 @@ type Command struct {
 	// Result, if set, builds the answer from the state after the events
 	// are applied. It must return values, not pointers into s.
 	Result func(s *State) any
+	// Idem, if set, makes the command idempotent under a key; the answer is
+	// then a Replay.
+	Idem *Idempotency
 }
 
 type pending struct {
@@ -59,14 +65,30 @@ type outcome struct {
 // maxGroup caps the commands one group commit takes.
 const maxGroup = 1024
 
+// Options are the settings commands decide with. They are read when a
+// command is decided, never when an event is applied.
+type Options struct {
+	// HotThreshold is the intent score that makes a lead hot (0..100).
+	HotThreshold int
+}
+
+// DefaultOptions are the settings of an unconfigured service.
+var DefaultOptions = Options{HotThreshold: 80}
+
 // Open rebuilds the state by replaying log and starts the writer.
-func Open(log *eventlog.Log) (*Projections, error) {
-	state, err := Replay(log, nil)
+func Open(log *eventlog.Log, opts Options) (*Projections, error) {
+	state, err := ReplayLog(log, nil)
+	if err != nil {
+		return nil, err
+	}
+	idem, err := loadIdempotency(log.Store(), time.Now())
 	if err != nil {
 		return nil, err
 	}
 	p := &Projections{
 		log:     log,
+		opts:    opts,
+		idem:    idem,
 		state:   state,
 		queue:   make(chan *pending, maxGroup),
 		stop:    make(chan struct{}),
@@ -76,9 +98,9 @@ func Open(log *eventlog.Log) (*Projections, error) {
 	return p, nil
 }
 
-// Replay applies every durable record of log after base's seq to base (a
+// ReplayLog applies every durable record of log after base's seq to base (a
 // new state when nil) and returns it.
-func Replay(log *eventlog.Log, base *State) (*State, error) {
+func ReplayLog(log *eventlog.Log, base *State) (*State, error) {
 	s := base
 	if s == nil {
 		s = NewState()
@@ -219,10 +241,14 @@ func failAll(outs []outcome, err error) []outcome {
 	return outs
 }
 
-// rebuild replaces the state by a replay of the durable log.
+// rebuild replaces the state by a replay of the durable log, and the
+// recorded responses by what the store holds.
 func (p *Projections) rebuild() {
-	if s, err := Replay(p.log, nil); err == nil {
+	if s, err := ReplayLog(p.log, nil); err == nil {
 		p.state = s
+	}
+	if idem, err := loadIdempotency(p.log.Store(), time.Now()); err == nil {
+		p.idem = idem
 	}
 }
 
@@ -234,6 +260,14 @@ func (p *Projections) decide(tx *eventlog.Txn, cmd Command) (out outcome, broken
 			broken = fmt.Errorf("command panicked: %v", r)
 		}
 	}()
+	if cmd.Idem != nil {
+		return p.idempotent(tx, cmd)
+	}
+	return p.run(tx, cmd)
+}
+
+// run decides, adds and applies one command's events.
+func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken error) {
 	payloads, puts, err := cmd.Decide(p.state)
 	if err != nil {
 		return outcome{err: err}, nil

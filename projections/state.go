@@ -19,6 +19,11 @@ type State struct {
 	keys         map[string]*APIKey
 	keysByHash   map[[sha256.Size]byte]*APIKey
 	keyOrder     []*APIKey // creation order
+
+	tenants  map[string]*tenant
+	agents   map[ID]*agent
+	contacts map[ID]*contact
+	sessions map[ID]*session
 }
 
 // Account is a tenant. Everything else belongs to exactly one account.
@@ -60,6 +65,10 @@ func NewState() *State {
 		accounts:   map[string]*Account{},
 		keys:       map[string]*APIKey{},
 		keysByHash: map[[sha256.Size]byte]*APIKey{},
+		tenants:    map[string]*tenant{},
+		agents:     map[ID]*agent{},
+		contacts:   map[ID]*contact{},
+		sessions:   map[ID]*session{},
 	}
 }
 
@@ -81,9 +90,27 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 		err = s.applyKeyCreated(rec, p)
 	case *APIKeyRevoked:
 		err = s.applyKeyRevoked(rec, p)
+	case *AgentCreated:
+		err = s.applyAgentCreated(rec, p)
+	case *AgentUpdated:
+		err = s.applyAgentUpdated(rec, p)
+	case *ContactCreated:
+		err = s.applyContactCreated(rec, p)
+	case *SessionStarted:
+		err = s.applySessionStarted(rec, p)
+	case *SessionProgressed:
+		err = s.applySessionProgressed(rec, p)
+	case *LeadHot:
+		err = s.applyLeadHot(rec, p)
+	case *SessionCompleted:
+		err = s.applySessionCompleted(rec, p)
+	case *SessionAbandoned:
+		err = s.applySessionAbandoned(rec, p)
+	case *MeetingBooked:
+		err = s.applyMeetingBooked(rec, p)
 	default:
-		// Events of later issues' entities are accepted and not yet
-		// projected; the log stays the truth.
+		// Events of entities not projected yet (webhooks) are accepted;
+		// the log stays the truth.
 	}
 	if err != nil {
 		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)
@@ -102,6 +129,7 @@ func (s *State) applyAccountCreated(rec *eventlog.Record, p *AccountCreated) err
 	a := &Account{ID: p.AccountID, Name: p.Name, Plan: p.Plan, RateLimitPerMinute: p.RateLimitPerMinute, CreatedAt: Timestamp(rec.Time)}
 	s.accounts[a.ID] = a
 	s.accountOrder = append(s.accountOrder, a)
+	s.tenants[a.ID] = newTenant(a)
 	return nil
 }
 

@@ -1,0 +1,310 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"demosvc/projections"
+)
+
+// Every handler has the same shape: decode, validate, call, respond.
+
+func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
+	var in projections.AgentInput
+	body, ok := s.decodeBody(w, r, &in)
+	if !ok {
+		return
+	}
+	idem, ok := s.idempotency(w, r, body, http.StatusCreated)
+	if !ok {
+		return
+	}
+	v, err := s.deps.State.CreateAgent(r.Context(), principal(r), in, idem)
+	s.respond(w, r, http.StatusCreated, v, err)
+}
+
+func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.listQuery(w, r, "status")
+	if !ok {
+		return
+	}
+	page, err := s.deps.State.Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writePage(w, r, q, page, func(v projections.AgentView) string { return v.ID })
+}
+
+func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
+	v, err := s.deps.State.Agent(principal(r).Account.ID, param(r, "id"))
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+// agentPatch is the body of PATCH /v1/agents/{id}. Each field remembers
+// whether it was sent and whether it was null.
+type agentPatch struct {
+	Name       optString `json:"name"`
+	SandboxURL optString `json:"sandbox_url"`
+	Persona    optString `json:"persona"`
+	Status     optString `json:"status"`
+}
+
+func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
+	var in agentPatch
+	if _, ok := s.decodeBody(w, r, &in); !ok {
+		return
+	}
+	for name, f := range map[string]optString{"name": in.Name, "sandbox_url": in.SandboxURL, "persona": in.Persona, "status": in.Status} {
+		if f.null {
+			s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
+			return
+		}
+	}
+	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
+	v, err := s.deps.State.UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
+	var in projections.SessionInput
+	body, ok := s.decodeBody(w, r, &in)
+	if !ok {
+		return
+	}
+	idem, ok := s.idempotency(w, r, body, http.StatusCreated)
+	if !ok {
+		return
+	}
+	v, err := s.deps.State.StartSession(r.Context(), principal(r), in, idem)
+	s.respond(w, r, http.StatusCreated, v, err)
+}
+
+// sessionAction handles the POST /v1/sessions/{id}/… actions that take
+// figures.
+func (s *Server) sessionAction(act func(ctx context.Context, pr projections.Principal, id string, f projections.Figures, idem *projections.Idempotency) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f projections.Figures
+		body, ok := s.decodeBody(w, r, &f)
+		if !ok {
+			return
+		}
+		idem, ok := s.idempotency(w, r, body, http.StatusOK)
+		if !ok {
+			return
+		}
+		v, err := act(r.Context(), principal(r), param(r, "id"), f, idem)
+		s.respond(w, r, http.StatusOK, v, err)
+	}
+}
+
+func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
+	var in projections.MeetingInput
+	body, ok := s.decodeBody(w, r, &in)
+	if !ok {
+		return
+	}
+	idem, ok := s.idempotency(w, r, body, http.StatusOK)
+	if !ok {
+		return
+	}
+	v, err := s.deps.State.BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.listQuery(w, r, "agent_id", "status", "contact_id")
+	if !ok {
+		return
+	}
+	qs := r.URL.Query()
+	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
+	page, err := s.deps.State.Sessions(principal(r).Account.ID, f, q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writePage(w, r, q, page, func(v projections.SessionView) string { return v.ID })
+}
+
+func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	v, err := s.deps.State.Session(principal(r).Account.ID, param(r, "id"))
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.listQuery(w, r)
+	if !ok {
+		return
+	}
+	page, err := s.deps.State.Contacts(principal(r).Account.ID, q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writePage(w, r, q, page, func(v projections.ContactView) string { return v.ID })
+}
+
+func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
+	v, err := s.deps.State.Contact(principal(r).Account.ID, param(r, "id"))
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+// respond writes a command's or a read's outcome: a recorded (or first)
+// idempotent response as it is, an error as the error object, a value as
+// JSON with status.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if rep, ok := v.(projections.Replay); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		w.Write(rep.Body)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func param(r *http.Request, name string) string {
+	return httprouter.ParamsFromContext(r.Context()).ByName(name)
+}
+
+// decodeBody decodes the JSON body into v and returns its bytes; on failure
+// it has answered.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, bool) {
+	body, err := s.readJSON(w, r, v)
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil, false
+	}
+	return body, true
+}
+
+// idempotency reads the Idempotency-Key of a POST. Without one it returns
+// nil; on a bad key it has answered.
+func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte, status int) (*projections.Idempotency, bool) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return nil, true
+	}
+	if len(key) > projections.MaxIdempotencyKey {
+		s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, "Idempotency-Key",
+			"Idempotency-Key must be at most %d characters", projections.MaxIdempotencyKey))
+		return nil, false
+	}
+	sum := sha256.New()
+	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
+	sum.Write(body)
+	return &projections.Idempotency{
+		Key:         key,
+		Fingerprint: hex.EncodeToString(sum.Sum(nil)),
+		Now:         s.deps.Clock(),
+		Encode: func(v any, err error) (int, []byte) {
+			rec := &bodyRecorder{header: http.Header{}}
+			s.respond(rec, r, status, v, err)
+			return rec.status, rec.body.Bytes()
+		},
+	}, true
+}
+
+// bodyRecorder captures a response to record it for idempotent replays.
+type bodyRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bodyRecorder) Header() http.Header         { return b.header }
+func (b *bodyRecorder) WriteHeader(status int)      { b.status = status }
+func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+// Default and largest page sizes.
+const (
+	defaultLimit = 20
+	maxLimit     = 100
+)
+
+// listQuery reads limit and starting_after, and refuses any query
+// parameter not in allowed; on failure it has answered.
+func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...string) (projections.ListQuery, bool) {
+	q := projections.ListQuery{Limit: defaultLimit}
+	for name, vs := range r.URL.Query() {
+		switch {
+		case name == "limit":
+			n, err := strconv.Atoi(vs[0])
+			if err != nil || n < 1 || n > maxLimit || len(vs) > 1 {
+				s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
+				return q, false
+			}
+			q.Limit = n
+		case name == "starting_after":
+			q.StartingAfter = vs[0]
+		case contains(allowed, name):
+			if len(vs) > 1 {
+				s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "%s may be given once", name))
+				return q, false
+			}
+		default:
+			s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "unknown query parameter %q", name))
+			return q, false
+		}
+	}
+	return q, true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// writePage writes {"data":[…]} and, when more items remain, a Link header
+// to the next page (RFC 8288).
+func writePage[T any](w http.ResponseWriter, r *http.Request, q projections.ListQuery, page projections.Page[T], idOf func(T) string) {
+	if page.More && len(page.Data) > 0 {
+		next := url.Values{}
+		for k, vs := range r.URL.Query() {
+			next[k] = vs
+		}
+		next.Set("starting_after", idOf(page.Data[len(page.Data)-1]))
+		w.Header().Set("Link", "<"+r.URL.Path+"?"+next.Encode()+`>; rel="next"`)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// optString is a JSON string field that remembers whether it was sent and
+// whether it was null.
+type optString struct {
+	set, null bool
+	v         string
+}
+
+func (o *optString) UnmarshalJSON(b []byte) error {
+	o.set = true
+	if string(b) == "null" {
+		o.null = true
+		return nil
+	}
+	return json.Unmarshal(b, &o.v)
+}
+
+func (o optString) ptr() *string {
+	if !o.set || o.null {
+		return nil
+	}
+	v := o.v
+	return &v
+}

@@ -1,0 +1,233 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"demosvc/eventlog"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+var errWrongAccount = errors.New("belongs to another account")
+
+func (s *State) tenantOf(rec *eventlog.Record) (*tenant, error) {
+	t := s.tenants[rec.Account]
+	if t == nil {
+		return nil, errorf("unknown account %q", rec.Account)
+	}
+	return t, nil
+}
+
+func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
+	t, err := s.tenantOf(rec)
+	if err != nil {
+		return err
+	}
+	id, err := parseLogged(PrefixAgent, p.AgentID)
+	if err != nil {
+		return err
+	}
+	if s.agents[id] != nil {
+		return errorf("agent %s exists", p.AgentID)
+	}
+	now := unix(rec.Time)
+	a := &agent{id: id, tenant: t, seq: rec.Seq, name: p.Name, sandboxURL: p.SandboxURL, persona: p.Persona,
+		active: p.Status != AgentInactive, createdAt: now, updatedAt: now}
+	s.agents[id] = a
+	t.agents = append(t.agents, a)
+	return nil
+}
+
+// agentOf finds an agent of the record's account.
+func (s *State) agentOf(rec *eventlog.Record, sid string) (*agent, error) {
+	id, err := parseLogged(PrefixAgent, sid)
+	if err != nil {
+		return nil, err
+	}
+	a := s.agents[id]
+	if a == nil {
+		return nil, errorf("unknown agent %s", sid)
+	}
+	if a.tenant.account.ID != rec.Account {
+		return nil, fmt.Errorf("agent %s %w", sid, errWrongAccount)
+	}
+	return a, nil
+}
+
+func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
+	a, err := s.agentOf(rec, p.AgentID)
+	if err != nil {
+		return err
+	}
+	if p.Name != nil {
+		a.name = *p.Name
+	}
+	if p.SandboxURL != nil {
+		a.sandboxURL = *p.SandboxURL
+	}
+	if p.Persona != nil {
+		a.persona = *p.Persona
+	}
+	if p.Status != nil {
+		a.active = *p.Status != AgentInactive
+	}
+	a.updatedAt = unix(rec.Time)
+	return nil
+}
+
+func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) error {
+	t, err := s.tenantOf(rec)
+	if err != nil {
+		return err
+	}
+	id, err := parseLogged(PrefixContact, p.ContactID)
+	if err != nil {
+		return err
+	}
+	if s.contacts[id] != nil {
+		return errorf("contact %s exists", p.ContactID)
+	}
+	key := strings.ToLower(p.Contact.Email)
+	if t.emails[key] != nil {
+		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
+	}
+	c := &contact{id: id, tenant: t, seq: rec.Seq, name: p.Contact.Name, email: p.Contact.Email,
+		company: p.Contact.Company, createdAt: unix(rec.Time)}
+	s.contacts[id] = c
+	t.contacts = append(t.contacts, c)
+	t.emails[key] = c
+	return nil
+}
+
+func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) error {
+	a, err := s.agentOf(rec, p.AgentID)
+	if err != nil {
+		return err
+	}
+	cid, err := parseLogged(PrefixContact, p.ContactID)
+	if err != nil {
+		return err
+	}
+	c := s.contacts[cid]
+	if c == nil || c.tenant != a.tenant {
+		return errorf("unknown contact %s", p.ContactID)
+	}
+	id, err := parseLogged(PrefixSession, p.SessionID)
+	if err != nil {
+		return err
+	}
+	if s.sessions[id] != nil {
+		return errorf("session %s exists", p.SessionID)
+	}
+	ses := &session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress}
+	s.sessions[id] = ses
+	t := a.tenant
+	t.sessions = append(t.sessions, ses)
+	a.sessions = append(a.sessions, ses)
+	c.sessions = append(c.sessions, ses)
+	t.byStatus[inProgress].ReplaceOrInsert(ses)
+	return nil
+}
+
+// sessionOf finds a session of the record's account.
+func (s *State) sessionOf(rec *eventlog.Record, sid string) (*session, error) {
+	id, err := parseLogged(PrefixSession, sid)
+	if err != nil {
+		return nil, err
+	}
+	ses := s.sessions[id]
+	if ses == nil {
+		return nil, errorf("unknown session %s", sid)
+	}
+	if ses.agent.tenant.account.ID != rec.Account {
+		return nil, fmt.Errorf("session %s %w", sid, errWrongAccount)
+	}
+	return ses, nil
+}
+
+// setFigures applies reported figures; nil ones stay as they are.
+func (ses *session) setFigures(score *int, sig *Signals, duration *int) {
+	if score != nil {
+		ses.score = uint8(*score)
+	}
+	if sig != nil {
+		ses.signals = [3]uint8{uint8(sig.Interest), uint8(sig.Objections), uint8(sig.BuyingSignals)}
+	}
+	if duration != nil {
+		ses.duration = int32(*duration)
+	}
+}
+
+func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgressed) error {
+	ses, err := s.sessionOf(rec, p.SessionID)
+	if err != nil {
+		return err
+	}
+	if ses.status != inProgress {
+		return errorf("session %s is %s", p.SessionID, ses.status)
+	}
+	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
+	return nil
+}
+
+func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
+	ses, err := s.sessionOf(rec, p.SessionID)
+	if err != nil {
+		return err
+	}
+	ses.hot = true
+	return nil
+}
+
+// end moves a session out of in_progress.
+func (ses *session) end(to sessionStatus, at int64) {
+	t := ses.agent.tenant
+	t.byStatus[ses.status].Delete(ses)
+	ses.status = to
+	ses.endedAt = at
+	t.byStatus[to].ReplaceOrInsert(ses)
+}
+
+func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted) error {
+	ses, err := s.sessionOf(rec, p.SessionID)
+	if err != nil {
+		return err
+	}
+	if ses.status != inProgress {
+		return errorf("session %s is %s", p.SessionID, ses.status)
+	}
+	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
+	ses.replayURL = p.ReplayURL
+	ses.end(completed, unix(rec.Time))
+	return nil
+}
+
+func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned) error {
+	ses, err := s.sessionOf(rec, p.SessionID)
+	if err != nil {
+		return err
+	}
+	if ses.status != inProgress {
+		return errorf("session %s is %s", p.SessionID, ses.status)
+	}
+	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
+	if p.ReplayURL != nil {
+		ses.replayURL = *p.ReplayURL
+	}
+	ses.end(abandoned, unix(rec.Time))
+	return nil
+}
+
+func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error {
+	ses, err := s.sessionOf(rec, p.SessionID)
+	if err != nil {
+		return err
+	}
+	if ses.meeting != nil {
+		return errorf("session %s has a meeting", p.SessionID)
+	}
+	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink}
+	return nil
+}

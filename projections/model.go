@@ -1,0 +1,230 @@
+package projections
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/btree"
+	"github.com/oklog/ulid/v2"
+)
+
+// ID is the 16 bytes of an entity id after its prefix: ids are kept in
+// binary, which halves what a million sessions cost in memory.
+type ID = ulid.ULID
+
+// Prefixes of entity ids.
+const (
+	PrefixAgent   = "agt_"
+	PrefixSession = "ses_"
+	PrefixContact = "cnt_"
+	PrefixWebhook = "wh_"
+)
+
+// ParseID parses prefix + 26 ULID characters (either case).
+func ParseID(prefix, s string) (ID, bool) {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || len(rest) != ulid.EncodedSize {
+		return ID{}, false
+	}
+	id, err := ulid.ParseStrict(strings.ToUpper(rest))
+	return id, err == nil
+}
+
+// FormatID renders an id as the API shows it.
+func FormatID(prefix string, id ID) string { return prefix + strings.ToLower(id.String()) }
+
+// mustID parses an id the log recorded; the writer only records ids it
+// minted, so a failure means a damaged or hand-edited log.
+func parseLogged(prefix, s string) (ID, error) {
+	id, ok := ParseID(prefix, s)
+	if !ok {
+		return ID{}, errorf("%q is not a %s id", s, prefix)
+	}
+	return id, nil
+}
+
+// Agent statuses.
+const (
+	AgentActive   = "active"
+	AgentInactive = "inactive"
+)
+
+// Session statuses, in the order of their index.
+const (
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusAbandoned  = "abandoned"
+)
+
+type sessionStatus uint8
+
+const (
+	inProgress sessionStatus = iota
+	completed
+	abandoned
+	statusCount
+)
+
+var statusNames = [statusCount]string{StatusInProgress, StatusCompleted, StatusAbandoned}
+
+func (s sessionStatus) String() string { return statusNames[s] }
+
+// parseStatus returns the status named s.
+func parseStatus(s string) (sessionStatus, bool) {
+	for i, n := range statusNames {
+		if n == s {
+			return sessionStatus(i), true
+		}
+	}
+	return 0, false
+}
+
+// tenant is everything of one account, indexed for its lists.
+type tenant struct {
+	account  *Account
+	agents   []*agent   // creation order
+	contacts []*contact // creation order
+	emails   map[string]*contact
+	sessions []*session // creation order
+	byStatus [statusCount]*btree.BTreeG[*session]
+}
+
+func newTenant(a *Account) *tenant {
+	t := &tenant{account: a, emails: map[string]*contact{}}
+	for i := range t.byStatus {
+		t.byStatus[i] = btree.NewG(32, func(a, b *session) bool { return a.seq < b.seq })
+	}
+	return t
+}
+
+type agent struct {
+	id         ID
+	tenant     *tenant
+	seq        uint64 // of agent.created: the list order
+	name       string
+	sandboxURL string
+	persona    string
+	active     bool
+	createdAt  int64
+	updatedAt  int64
+	sessions   []*session // creation order
+}
+
+type contact struct {
+	id        ID
+	tenant    *tenant
+	seq       uint64
+	name      string
+	email     string
+	company   string
+	createdAt int64
+	sessions  []*session
+}
+
+// session is laid out small: a million of them must fit in 400 MB with
+// every index.
+type session struct {
+	id        ID
+	agent     *agent
+	contact   *contact
+	seq       uint64 // of session.started: the list order
+	startedAt int64
+	endedAt   int64 // 0 while in progress
+	replayURL string
+	meeting   *meeting
+	duration  int32
+	status    sessionStatus
+	score     uint8
+	signals   [3]uint8 // interest, objections, buying_signals
+	hot       bool
+}
+
+type meeting struct {
+	scheduledAt  string
+	calendarLink string
+}
+
+func unix(t time.Time) int64 { return t.Unix() }
+
+func stamp(sec int64) Timestamp { return Timestamp(time.Unix(sec, 0)) }
+
+// AgentView is an agent as the API shows it.
+type AgentView struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	SandboxURL string    `json:"sandbox_url"`
+	Persona    *string   `json:"persona,omitempty"`
+	Status     string    `json:"status"`
+	CreatedAt  Timestamp `json:"created_at"`
+	UpdatedAt  Timestamp `json:"updated_at"`
+}
+
+func (a *agent) view(withPersona bool) AgentView {
+	v := AgentView{
+		ID: FormatID(PrefixAgent, a.id), Name: a.name, SandboxURL: a.sandboxURL, Status: a.status(),
+		CreatedAt: stamp(a.createdAt), UpdatedAt: stamp(a.updatedAt),
+	}
+	if withPersona {
+		p := a.persona
+		v.Persona = &p
+	}
+	return v
+}
+
+func (a *agent) status() string {
+	if a.active {
+		return AgentActive
+	}
+	return AgentInactive
+}
+
+// ContactView is a contact as the API shows it.
+type ContactView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Email     string    `json:"email"`
+	Company   string    `json:"company"`
+	CreatedAt Timestamp `json:"created_at"`
+}
+
+func (c *contact) view() ContactView {
+	return ContactView{ID: FormatID(PrefixContact, c.id), Name: c.name, Email: c.email, Company: c.company, CreatedAt: stamp(c.createdAt)}
+}
+
+// SessionView is a session as the API shows it.
+type SessionView struct {
+	ID              string     `json:"id"`
+	AgentID         string     `json:"agent_id"`
+	ContactID       string     `json:"contact_id"`
+	Status          string     `json:"status"`
+	IntentScore     int        `json:"intent_score"`
+	DurationSeconds int        `json:"duration_seconds"`
+	MeetingBooked   bool       `json:"meeting_booked"`
+	ReplayURL       *string    `json:"replay_url"`
+	Signals         Signals    `json:"signals"`
+	StartedAt       Timestamp  `json:"started_at"`
+	EndedAt         *Timestamp `json:"ended_at"`
+}
+
+func (s *session) view() SessionView {
+	v := SessionView{
+		ID:              FormatID(PrefixSession, s.id),
+		AgentID:         FormatID(PrefixAgent, s.agent.id),
+		ContactID:       FormatID(PrefixContact, s.contact.id),
+		Status:          s.status.String(),
+		IntentScore:     int(s.score),
+		DurationSeconds: int(s.duration),
+		MeetingBooked:   s.meeting != nil,
+		Signals:         Signals{Interest: int(s.signals[0]), Objections: int(s.signals[1]), BuyingSignals: int(s.signals[2])},
+		StartedAt:       stamp(s.startedAt),
+	}
+	if s.replayURL != "" {
+		u := s.replayURL
+		v.ReplayURL = &u
+	}
+	if s.endedAt != 0 {
+		t := stamp(s.endedAt)
+		v.EndedAt = &t
+	}
+	return v
+}

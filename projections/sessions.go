@@ -1,0 +1,405 @@
+package projections
+
+import (
+	"context"
+	"strings"
+
+	"demosvc/eventlog"
+)
+
+// SessionInput is the body of POST /v1/sessions: an agent and either a
+// contact to capture or an existing contact's id.
+type SessionInput struct {
+	AgentID   string   `json:"agent_id"`
+	Contact   *Contact `json:"contact"`
+	ContactID *string  `json:"contact_id"`
+}
+
+// Figures are the reported numbers of a session; nil ones are not sent.
+type Figures struct {
+	IntentScore     *int     `json:"intent_score"`
+	Signals         *Signals `json:"signals"`
+	DurationSeconds *int     `json:"duration_seconds"`
+	ReplayURL       *string  `json:"replay_url"`
+}
+
+// MeetingInput is the body of POST /v1/sessions/{id}/meeting.
+type MeetingInput struct {
+	ScheduledAt  string `json:"scheduled_at"`
+	CalendarLink string `json:"calendar_link"`
+}
+
+func (f *Figures) validate() error {
+	if err := checkRange("intent_score", f.IntentScore, maxScore); err != nil {
+		return err
+	}
+	if err := checkSignals("signals", f.Signals); err != nil {
+		return err
+	}
+	if err := checkRange("duration_seconds", f.DurationSeconds, maxDuration); err != nil {
+		return err
+	}
+	if f.ReplayURL != nil {
+		return checkURL("replay_url", *f.ReplayURL)
+	}
+	return nil
+}
+
+// Validate checks the fields of a new session.
+func (in *SessionInput) Validate() error {
+	if in.AgentID == "" {
+		return ParamErrorf(EInvalid, "agent_id", "is required")
+	}
+	if _, ok := ParseID(PrefixAgent, in.AgentID); !ok {
+		return ParamErrorf(EInvalid, "agent_id", "must be an agent id (agt_…)")
+	}
+	switch {
+	case in.Contact != nil && in.ContactID != nil:
+		return ParamErrorf(EInvalid, "contact", "send either contact or contact_id, not both")
+	case in.Contact == nil && in.ContactID == nil:
+		return ParamErrorf(EInvalid, "contact", "send contact {name, email, company} or contact_id")
+	case in.ContactID != nil:
+		if _, ok := ParseID(PrefixContact, *in.ContactID); !ok {
+			return ParamErrorf(EInvalid, "contact_id", "must be a contact id (cnt_…)")
+		}
+		return nil
+	}
+	c := in.Contact
+	if err := checkText("contact.name", c.Name, 1, maxNameChars); err != nil {
+		return err
+	}
+	if err := checkEmail("contact.email", c.Email); err != nil {
+		return err
+	}
+	return checkOptionalText("contact.company", c.Company, maxNameChars)
+}
+
+// StartSession starts a session in_progress for an agent, capturing the
+// contact when its e-mail is new to the account.
+func (p *Projections) StartSession(ctx context.Context, pr Principal, in SessionInput, idem *Idempotency) (any, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	sid := p.log.IDs().New(PrefixSession)
+	newContact := p.log.IDs().New(PrefixContact)
+	agentID, _ := ParseID(PrefixAgent, in.AgentID)
+	id, _ := ParseID(PrefixSession, sid)
+	return p.Do(ctx, Command{
+		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Decide: func(s *State) ([]any, []eventlog.Put, error) {
+			a := s.agentIn(pr.Account.ID, agentID)
+			if a == nil {
+				return nil, nil, ParamErrorf(ENotFound, "agent_id", "no agent %q", in.AgentID)
+			}
+			if !a.active {
+				return nil, nil, ParamErrorf(EAgentInactive, "agent_id", "agent %s is inactive; activate it to start sessions", in.AgentID)
+			}
+			var events []any
+			contactID := newContact
+			if in.ContactID != nil {
+				cid, _ := ParseID(PrefixContact, *in.ContactID)
+				c := s.contacts[cid]
+				if c == nil || c.tenant != a.tenant {
+					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
+				}
+				contactID = *in.ContactID
+			} else if c := a.tenant.emails[strings.ToLower(in.Contact.Email)]; c != nil {
+				contactID = FormatID(PrefixContact, c.id)
+			} else {
+				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
+			}
+			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
+			return events, nil, nil
+		},
+		Result: func(s *State) any { return s.sessions[id].view() },
+	})
+}
+
+// sessionIn returns the session id of account, or nil.
+func (s *State) sessionIn(account string, id ID) *session {
+	ses := s.sessions[id]
+	if ses == nil || ses.agent.tenant.account.ID != account {
+		return nil
+	}
+	return ses
+}
+
+// sessionCommand runs a command on one session of the caller's account.
+func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionID string, idem *Idempotency,
+	decide func(s *State, ses *session) ([]any, error)) (any, error) {
+	id, ok := ParseID(PrefixSession, sessionID)
+	if !ok {
+		return nil, notFound("session", sessionID)
+	}
+	return p.Do(ctx, Command{
+		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Decide: func(s *State) ([]any, []eventlog.Put, error) {
+			ses := s.sessionIn(pr.Account.ID, id)
+			if ses == nil {
+				return nil, nil, notFound("session", sessionID)
+			}
+			events, err := decide(s, ses)
+			return events, nil, err
+		},
+		Result: func(s *State) any { return s.sessions[id].view() },
+	})
+}
+
+func requireInProgress(ses *session, action string) error {
+	if ses.status != inProgress {
+		return Errorf(EInvalidState, "session %s is %s; only a session in_progress can be %s",
+			FormatID(PrefixSession, ses.id), ses.status, action)
+	}
+	return nil
+}
+
+// hotEvent returns the lead.hot event when score first reaches threshold.
+func hotEvent(ses *session, score *int, threshold int) []any {
+	if ses.hot || score == nil || *score < threshold {
+		return nil
+	}
+	return []any{&LeadHot{SessionID: FormatID(PrefixSession, ses.id), IntentScore: *score, Threshold: threshold}}
+}
+
+// ProgressSession reports live figures of a session in_progress.
+func (p *Projections) ProgressSession(ctx context.Context, pr Principal, sessionID string, f Figures, idem *Idempotency) (any, error) {
+	if f.ReplayURL != nil {
+		return nil, ParamErrorf(EInvalid, "replay_url", "unknown field \"replay_url\"; a replay URL is given when the session ends")
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return p.sessionCommand(ctx, pr, sessionID, idem, func(s *State, ses *session) ([]any, error) {
+		if err := requireInProgress(ses, "progressed"); err != nil {
+			return nil, err
+		}
+		if f == (Figures{}) {
+			return nil, nil
+		}
+		events := []any{&SessionProgressed{SessionID: sessionID, IntentScore: f.IntentScore, Signals: f.Signals, DurationSeconds: f.DurationSeconds}}
+		return append(events, hotEvent(ses, f.IntentScore, p.opts.HotThreshold)...), nil
+	})
+}
+
+// CompleteSession ends a session in_progress as completed. Every figure is
+// required.
+func (p *Projections) CompleteSession(ctx context.Context, pr Principal, sessionID string, f Figures, idem *Idempotency) (any, error) {
+	for _, req := range []struct {
+		name string
+		set  bool
+	}{{"intent_score", f.IntentScore != nil}, {"signals", f.Signals != nil}, {"duration_seconds", f.DurationSeconds != nil}, {"replay_url", f.ReplayURL != nil}} {
+		if !req.set {
+			return nil, ParamErrorf(EInvalid, req.name, "is required to complete a session")
+		}
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return p.sessionCommand(ctx, pr, sessionID, idem, func(s *State, ses *session) ([]any, error) {
+		if err := requireInProgress(ses, "completed"); err != nil {
+			return nil, err
+		}
+		events := []any{&SessionCompleted{SessionID: sessionID, IntentScore: *f.IntentScore, Signals: *f.Signals,
+			DurationSeconds: *f.DurationSeconds, ReplayURL: *f.ReplayURL}}
+		return append(events, hotEvent(ses, f.IntentScore, p.opts.HotThreshold)...), nil
+	})
+}
+
+// AbandonSession ends a session in_progress as abandoned; figures are
+// optional.
+func (p *Projections) AbandonSession(ctx context.Context, pr Principal, sessionID string, f Figures, idem *Idempotency) (any, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return p.sessionCommand(ctx, pr, sessionID, idem, func(s *State, ses *session) ([]any, error) {
+		if err := requireInProgress(ses, "abandoned"); err != nil {
+			return nil, err
+		}
+		return []any{&SessionAbandoned{SessionID: sessionID, IntentScore: f.IntentScore, Signals: f.Signals,
+			DurationSeconds: f.DurationSeconds, ReplayURL: f.ReplayURL}}, nil
+	})
+}
+
+// BookMeeting books the follow-up meeting of a session in_progress or
+// completed, once.
+func (p *Projections) BookMeeting(ctx context.Context, pr Principal, sessionID string, in MeetingInput, idem *Idempotency) (any, error) {
+	if in.ScheduledAt == "" {
+		return nil, ParamErrorf(EInvalid, "scheduled_at", "is required")
+	}
+	at, err := checkTime("scheduled_at", in.ScheduledAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkURL("calendar_link", in.CalendarLink); err != nil {
+		return nil, err
+	}
+	return p.sessionCommand(ctx, pr, sessionID, idem, func(s *State, ses *session) ([]any, error) {
+		if ses.meeting != nil {
+			return nil, Errorf(EInvalidState, "session %s already has a meeting booked", sessionID)
+		}
+		if ses.status == abandoned {
+			return nil, Errorf(EInvalidState, "session %s is abandoned; a meeting can be booked on a session in_progress or completed", sessionID)
+		}
+		return []any{&MeetingBooked{SessionID: sessionID, ScheduledAt: at, CalendarLink: in.CalendarLink}}, nil
+	})
+}
+
+// Session returns one session of account.
+func (p *Projections) Session(account, sessionID string) (SessionView, error) {
+	id, ok := ParseID(PrefixSession, sessionID)
+	if !ok {
+		return SessionView{}, notFound("session", sessionID)
+	}
+	var v SessionView
+	var found bool
+	p.View(func(s *State) {
+		if ses := s.sessionIn(account, id); ses != nil {
+			v, found = ses.view(), true
+		}
+	})
+	if !found {
+		return SessionView{}, notFound("session", sessionID)
+	}
+	return v, nil
+}
+
+// SessionFilter narrows a session list.
+type SessionFilter struct {
+	AgentID, ContactID, Status string
+}
+
+// Sessions lists the sessions of account, most recent first (by the order
+// they started), through the smallest index that fits the filter.
+func (p *Projections) Sessions(account string, f SessionFilter, q ListQuery) (Page[SessionView], error) {
+	var status sessionStatus
+	if f.Status != "" {
+		var ok bool
+		if status, ok = parseStatus(f.Status); !ok {
+			return Page[SessionView]{}, ParamErrorf(EInvalid, "status", "must be in_progress, completed or abandoned, got %q", f.Status)
+		}
+	}
+	page := Page[SessionView]{Data: []SessionView{}}
+	var err error
+	p.View(func(s *State) {
+		t := s.tenants[account]
+		if t == nil {
+			return
+		}
+		var after *session
+		if q.StartingAfter != "" {
+			id, ok := ParseID(PrefixSession, q.StartingAfter)
+			if after = s.sessions[id]; !ok || after == nil || after.agent.tenant != t {
+				err = ParamErrorf(EInvalid, "starting_after", "no session %q in this account", q.StartingAfter)
+				return
+			}
+		}
+		var agentF *agent
+		var contactF *contact
+		if f.AgentID != "" {
+			id, ok := ParseID(PrefixAgent, f.AgentID)
+			if agentF = s.agents[id]; !ok || agentF == nil || agentF.tenant != t {
+				return // no such agent in the account: an empty list
+			}
+		}
+		if f.ContactID != "" {
+			id, ok := ParseID(PrefixContact, f.ContactID)
+			if contactF = s.contacts[id]; !ok || contactF == nil || contactF.tenant != t {
+				return
+			}
+		}
+		match := func(ses *session) bool {
+			return (agentF == nil || ses.agent == agentF) && (contactF == nil || ses.contact == contactF) &&
+				(f.Status == "" || ses.status == status)
+		}
+		emit := func(ses *session) bool {
+			if !match(ses) {
+				return true
+			}
+			if len(page.Data) == q.Limit {
+				page.More = true
+				return false
+			}
+			page.Data = append(page.Data, ses.view())
+			return true
+		}
+		switch {
+		case contactF != nil:
+			descend(contactF.sessions, after, emit)
+		case agentF != nil:
+			descend(agentF.sessions, after, emit)
+		case f.Status != "":
+			tree := t.byStatus[status]
+			if after == nil {
+				tree.Descend(emit)
+			} else {
+				tree.DescendLessOrEqual(&session{seq: after.seq - 1}, emit)
+			}
+		default:
+			descend(t.sessions, after, emit)
+		}
+	})
+	return page, err
+}
+
+// descend walks sessions (in start order) from the newest, or from just
+// before after, until emit returns false.
+func descend(list []*session, after *session, emit func(*session) bool) {
+	start := len(list) - 1
+	if after != nil {
+		start = indexBySeq(list, after.seq, func(s *session) uint64 { return s.seq }) - 1
+	}
+	for i := start; i >= 0; i-- {
+		if !emit(list[i]) {
+			return
+		}
+	}
+}
+
+// Contact returns one contact of account.
+func (p *Projections) Contact(account, contactID string) (ContactView, error) {
+	id, ok := ParseID(PrefixContact, contactID)
+	if !ok {
+		return ContactView{}, notFound("contact", contactID)
+	}
+	var v ContactView
+	var found bool
+	p.View(func(s *State) {
+		if c := s.contacts[id]; c != nil && c.tenant.account.ID == account {
+			v, found = c.view(), true
+		}
+	})
+	if !found {
+		return ContactView{}, notFound("contact", contactID)
+	}
+	return v, nil
+}
+
+// Contacts lists the contacts of account, most recent first.
+func (p *Projections) Contacts(account string, q ListQuery) (Page[ContactView], error) {
+	page := Page[ContactView]{Data: []ContactView{}}
+	var err error
+	p.View(func(s *State) {
+		t := s.tenants[account]
+		if t == nil {
+			return
+		}
+		start := len(t.contacts) - 1
+		if q.StartingAfter != "" {
+			id, ok := ParseID(PrefixContact, q.StartingAfter)
+			c := s.contacts[id]
+			if !ok || c == nil || c.tenant != t {
+				err = ParamErrorf(EInvalid, "starting_after", "no contact %q in this account", q.StartingAfter)
+				return
+			}
+			start = indexBySeq(t.contacts, c.seq, func(c *contact) uint64 { return c.seq }) - 1
+		}
+		for i := start; i >= 0; i-- {
+			if len(page.Data) == q.Limit {
+				page.More = true
+				break
+			}
+			page.Data = append(page.Data, t.contacts[i].view())
+		}
+	})
+	return page, err
+}

@@ -1,0 +1,95 @@
+package projections
+
+import (
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Field limits.
+const (
+	maxNameChars    = 200
+	maxURLBytes     = 2048
+	maxPersonaBytes = 32 << 10
+	maxEmailBytes   = 254
+	maxScore        = 100
+	maxDuration     = 86400
+)
+
+// checkURL checks an absolute http(s) URL without credentials.
+func checkURL(param, v string) error {
+	if v == "" {
+		return ParamErrorf(EInvalid, param, "must not be empty")
+	}
+	if len(v) > maxURLBytes {
+		return ParamErrorf(EInvalid, param, "must be at most %d bytes", maxURLBytes)
+	}
+	if !utf8.ValidString(v) {
+		return ParamErrorf(EInvalid, param, "must be valid UTF-8")
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return ParamErrorf(EInvalid, param, "must be an absolute http or https URL")
+	}
+	if u.User != nil {
+		return ParamErrorf(EInvalid, param, "must not carry credentials")
+	}
+	return nil
+}
+
+// checkEmail checks a bare e-mail address (no display name).
+func checkEmail(param, v string) error {
+	if v == "" {
+		return ParamErrorf(EInvalid, param, "must not be empty")
+	}
+	if len(v) > maxEmailBytes || !utf8.ValidString(v) {
+		return ParamErrorf(EInvalid, param, "must be an e-mail address of at most %d bytes", maxEmailBytes)
+	}
+	a, err := mail.ParseAddress(v)
+	if err != nil || a.Address != v || a.Name != "" || !strings.Contains(v[strings.LastIndexByte(v, '@')+1:], ".") {
+		return ParamErrorf(EInvalid, param, "must be an e-mail address such as pat@example.com")
+	}
+	return nil
+}
+
+// checkOptionalText checks a string that may be empty.
+func checkOptionalText(param, v string, max int) error {
+	if v == "" {
+		return nil
+	}
+	return checkText(param, v, 1, max)
+}
+
+func checkRange(param string, v *int, max int) error {
+	if v != nil && (*v < 0 || *v > max) {
+		return ParamErrorf(EInvalid, param, "must be an integer from 0 to %d", max)
+	}
+	return nil
+}
+
+func checkSignals(param string, s *Signals) error {
+	if s == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"interest", s.Interest}, {"objections", s.Objections}, {"buying_signals", s.BuyingSignals}} {
+		v := f.v
+		if err := checkRange(param+"."+f.name, &v, maxScore); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTime parses an RFC 3339 time and returns it in UTC, whole seconds.
+func checkTime(param, v string) (string, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return "", ParamErrorf(EInvalid, param, "must be an RFC 3339 timestamp such as 2026-11-21T15:00:00Z")
+	}
+	return t.UTC().Truncate(time.Second).Format(timeFormat), nil
+}
