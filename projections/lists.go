@@ -12,7 +12,7 @@ type ListQuery struct {
 // Page is one page of a list, most recent first. More says whether items
 // remain after it.
 type Page[T any] struct {
-	Data []T `json:"data"`
+	Data []T  `json:"data"`
 	More bool `json:"-"`
 }
 
