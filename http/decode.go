@@ -7,6 +7,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -42,7 +44,14 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		err = jsonError(err)
+		var pe *projections.Error
+		if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "unknown field") {
+			if path := unknownFieldPath(body, reflect.TypeOf(v)); path != "" {
+				pe.Param, pe.Message = path, fmt.Sprintf("unknown field %q", path)
+			}
+		}
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return projections.Errorf(projections.EInvalid, "the request body has data after the JSON object")
@@ -75,6 +84,51 @@ func jsonError(err error) error {
 		}
 		return projections.Errorf(projections.EInvalid, "the request body is not valid: %v", err)
 	}
+}
+
+// unknownFieldPath returns the dotted path of the first field of body that
+// t (a struct, or pointer to one) does not have, such as "contact.age".
+func unknownFieldPath(body []byte, t reflect.Type) string {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return walkUnknown(m, t, "")
+}
+
+func walkUnknown(m map[string]any, t reflect.Type, prefix string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ft, ok := fields[k]
+		if !ok {
+			return prefix + k
+		}
+		if sub, isMap := m[k].(map[string]any); isMap {
+			if p := walkUnknown(sub, ft, prefix+k+"."); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // jsonTypeName names a Go type the way a JSON client thinks of it.
