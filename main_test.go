@@ -167,6 +167,9 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		resp.Body.Close()
 		ts.Check(err)
 		statuses = append(statuses, resp.StatusCode)
+		if err := checkOpenAPI(req, body, resp, respBody); err != nil {
+			ts.Fatalf("%s %s: response does not match openapi.yaml: %v", req.Method, args[1], err)
+		}
 	}
 	var out bytes.Buffer
 	if repeat > 1 {
