@@ -70,11 +70,16 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer log.Close()
 	reseedAfterOpen(cfg, ids, log)
-	state, err := projections.Open(log, projections.Options{HotThreshold: cfg.Leads.HotThreshold})
+	state, err := projections.Open(log, projections.Options{
+		HotThreshold: cfg.Leads.HotThreshold, SnapshotEvery: cfg.Snapshot.Every, Logger: logger,
+	})
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	defer state.Close()
+	info := state.LoadInfo()
+	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
+		"took", info.Took, "snapshot_ignored", info.Ignored)
 	if err := c.bootstrap(cfg, state, logger); err != nil {
 		return err
 	}

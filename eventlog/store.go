@@ -127,6 +127,46 @@ func (s *Store) PutMeta(name string, value []byte) error {
 	return s.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync)
 }
 
+// Get returns the value stored under a bookkeeping key.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if len(key) == 0 || key[0] == prefixLog {
+		return nil, false, fmt.Errorf("get of %q: not a bookkeeping key", key)
+	}
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// WriteSync writes puts and deletes the keys in [delFrom, delTo) in one
+// synced batch, outside the log. It is for bookkeeping keyspaces only.
+func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, p := range puts {
+		if len(p.Key) == 0 || p.Key[0] == prefixLog {
+			return fmt.Errorf("write of %q: not a bookkeeping key", p.Key)
+		}
+		if err := b.Set(p.Key, p.Value, nil); err != nil {
+			return err
+		}
+	}
+	if delFrom != nil {
+		if delFrom[0] == prefixLog || delTo[0] == prefixLog {
+			return errors.New("delete range in the log keyspace")
+		}
+		if err := b.DeleteRange(delFrom, delTo, nil); err != nil {
+			return err
+		}
+	}
+	return commitSync(b)
+}
+
 // Scan calls fn for every key with prefix, in order. prefix must not be
 // the log's keyspace, which Log reads. fn must not keep k or v.
 func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {

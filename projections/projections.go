@@ -3,7 +3,9 @@ package projections
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"demosvc/eventlog"
@@ -23,6 +25,11 @@ import (
 type Projections struct {
 	log  *eventlog.Log
 	opts Options
+	info LoadInfo
+
+	snapMu      sync.Mutex // one snapshot at a time
+	snapSeq     atomic.Uint64
+	snapRunning atomic.Bool
 	idem map[string]*idemRecord // recorded responses by idemKey; writer-owned
 
 	mu    sync.RWMutex
@@ -70,17 +77,44 @@ const maxGroup = 1024
 type Options struct {
 	// HotThreshold is the intent score that makes a lead hot (0..100).
 	HotThreshold int
+	// SnapshotEvery is how many events may pass between snapshots; 0
+	// means only at Close.
+	SnapshotEvery int
+	// Logger receives snapshot outcomes; nil discards them.
+	Logger *slog.Logger
 }
 
 // DefaultOptions are the settings of an unconfigured service.
 var DefaultOptions = Options{HotThreshold: 80}
 
-// Open rebuilds the state by replaying log and starts the writer.
+// LoadInfo says how the state was rebuilt at Open.
+type LoadInfo struct {
+	SnapshotSeq uint64        // 0 when no snapshot was used
+	Ignored     string        // why a stored snapshot was not used, if one was not
+	Replayed    uint64        // events replayed from the log
+	Took        time.Duration // the whole rebuild
+}
+
+// Open rebuilds the state, from the newest usable snapshot and the log
+// after it, and starts the writer.
 func Open(log *eventlog.Log, opts Options) (*Projections, error) {
-	state, err := ReplayLog(log, nil)
+	start := time.Now()
+	var info LoadInfo
+	base, why := loadSnapshot(log.Store())
+	if base != nil && base.seq > log.DurableSeq() {
+		base, why = nil, fmt.Sprintf("snapshot is at seq %d, past the log's head %d", base.seq, log.DurableSeq())
+	}
+	if base != nil {
+		info.SnapshotSeq = base.seq
+	} else {
+		info.Ignored = why
+	}
+	state, err := ReplayLog(log, base)
 	if err != nil {
 		return nil, err
 	}
+	info.Replayed = state.seq - info.SnapshotSeq
+	info.Took = time.Since(start)
 	idem, err := loadIdempotency(log.Store(), time.Now())
 	if err != nil {
 		return nil, err
@@ -89,10 +123,15 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 		log:     log,
 		opts:    opts,
 		idem:    idem,
+		info:    info,
 		state:   state,
 		queue:   make(chan *pending, maxGroup),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
+	}
+	p.snapSeq.Store(info.SnapshotSeq)
+	if p.opts.Logger == nil {
+		p.opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	go p.writer()
 	return p, nil
@@ -118,6 +157,9 @@ func ReplayLog(log *eventlog.Log, base *State) (*State, error) {
 	}
 	return s, nil
 }
+
+// LoadInfo says how the state was rebuilt at Open.
+func (p *Projections) LoadInfo() LoadInfo { return p.info }
 
 // View calls fn with the state read-locked. fn must not keep pointers into
 // the state after it returns.
@@ -152,12 +194,43 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 	return out.value, out.err
 }
 
-// Close stops the writer after the group in flight.
+// Close stops the writer after the group in flight and saves a snapshot
+// if the state moved since the last one.
 func (p *Projections) Close() {
 	p.once.Do(func() {
 		close(p.stop)
 		<-p.stopped
+		if p.Seq() > p.snapSeq.Load() {
+			p.snapshot()
+		}
 	})
+}
+
+// maybeSnapshot starts a background snapshot when SnapshotEvery events
+// have passed since the last one. Encoding holds the state read-locked, so
+// writes wait for it; reads do not.
+func (p *Projections) maybeSnapshot(seq uint64) {
+	every := uint64(p.opts.SnapshotEvery)
+	if every == 0 || seq < p.snapSeq.Load()+every || !p.snapRunning.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.snapRunning.Store(false)
+		p.snapshot()
+	}()
+}
+
+func (p *Projections) snapshot() {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	start := time.Now()
+	seq, err := p.SaveSnapshot()
+	if err != nil {
+		p.opts.Logger.Error("snapshot failed", "err", err)
+		return
+	}
+	p.snapSeq.Store(seq)
+	p.opts.Logger.Info("snapshot saved", "seq", seq, "took", time.Since(start))
 }
 
 func (p *Projections) writer() {
@@ -184,6 +257,7 @@ func (p *Projections) writer() {
 		for i, req := range group {
 			req.done <- outs[i]
 		}
+		p.maybeSnapshot(p.Seq())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"demosvc/eventlog"
@@ -55,6 +56,10 @@ type Timestamp time.Time
 func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Time(t).UTC().Format(timeFormat) + `"`), nil
 }
+
+func timeOf(t Timestamp) time.Time { return time.Time(t) }
+
+func lower(s string) string { return strings.ToLower(s) }
 
 // String renders t as the API does.
 func (t Timestamp) String() string { return time.Time(t).UTC().Format(timeFormat) }

@@ -1,0 +1,462 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"demosvc/eventlog"
+)
+
+// stepClock advances one second per reading, so every commit has its own
+// time and updated_at visibly moves.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+type env struct {
+	t     *testing.T
+	dir   string
+	store *eventlog.Store
+	log   *eventlog.Log
+	p     *Projections
+}
+
+func openEnv(t *testing.T, dir string, opts Options) *env {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(clock.now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(log, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, dir: dir, store: store, log: log, p: p}
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) close() {
+	if e.p != nil {
+		e.p.Close()
+		e.log.Close()
+		e.store.Close()
+		e.p = nil
+	}
+}
+
+func (e *env) account(name string) Principal {
+	e.t.Helper()
+	acc, err := e.p.CreateAccount(context.Background(), "cli", name, PlanPro, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return Principal{Account: acc, KeyID: "key_test"}
+}
+
+func (e *env) agent(pr Principal, name string) AgentView {
+	e.t.Helper()
+	v, err := e.p.CreateAgent(context.Background(), pr, AgentInput{Name: name, SandboxURL: "https://sandbox.example.com/" + name}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v.(AgentView)
+}
+
+func (e *env) session(pr Principal, agentID, email string) SessionView {
+	e.t.Helper()
+	v, err := e.p.StartSession(context.Background(), pr, SessionInput{AgentID: agentID, Contact: &Contact{Name: "P", Email: email}}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v.(SessionView)
+}
+
+// dump renders everything the state holds, in a fixed order, so two
+// states can be compared.
+func dump(s *State) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	fmt.Fprintf(&b, "seq %d\n", s.seq)
+	for _, a := range s.accountOrder {
+		enc.Encode(a)
+		t := s.tenants[a.ID]
+		for _, ag := range t.agents {
+			enc.Encode(ag.view(true))
+			fmt.Fprintf(&b, " agent seq %d sessions %d\n", ag.seq, len(ag.sessions))
+		}
+		for _, c := range t.contacts {
+			enc.Encode(c.view())
+			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails[lower(c.email)] == c)
+		}
+		for _, ses := range t.sessions {
+			enc.Encode(ses.view())
+			fmt.Fprintf(&b, " hot %v meeting %+v\n", ses.hot, ses.meeting)
+		}
+		for st, tree := range t.byStatus {
+			fmt.Fprintf(&b, " status %d:", st)
+			tree.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })
+			b.WriteString("\n")
+		}
+	}
+	for _, k := range s.keyOrder {
+		enc.Encode(k)
+		fmt.Fprintf(&b, " hash %x\n", k.Hash)
+	}
+	return b.String()
+}
+
+func (e *env) liveDump() string {
+	var d string
+	e.p.View(func(s *State) { d = dump(s) })
+	return d
+}
+
+// TestStateIsAPureFunctionOfTheLog runs random command sequences, then
+// rebuilds the state from the log alone and from a snapshot plus the tail:
+// all three must be identical.
+func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			e := openEnv(t, "", DefaultOptions)
+			rng := rand.New(rand.NewPCG(seed, seed))
+			ctx := context.Background()
+			var prs []Principal
+			for i := 0; i < 2; i++ {
+				prs = append(prs, e.account(fmt.Sprintf("acc%d", i)))
+			}
+			var agents, sessions, contacts []string
+			score := func() *int { v := rng.IntN(101); return &v }
+			sig := func() *Signals { return &Signals{rng.IntN(101), rng.IntN(101), rng.IntN(101)} }
+			url := "https://replay.example.com/x"
+			for i := 0; i < 400; i++ {
+				pr := prs[rng.IntN(len(prs))]
+				pick := func(ids []string) string {
+					if len(ids) == 0 {
+						return "agt_01m7yzmhg082f2rsf1z8xs2hpp"
+					}
+					return ids[rng.IntN(len(ids))]
+				}
+				var err error
+				switch op := rng.IntN(10); {
+				case op == 0 || len(agents) == 0:
+					var v any
+					v, err = e.p.CreateAgent(ctx, pr, AgentInput{Name: fmt.Sprint("a", i), SandboxURL: "https://s.example.com"}, nil)
+					if err == nil {
+						agents = append(agents, v.(AgentView).ID)
+					}
+				case op == 1:
+					st := []string{AgentActive, AgentInactive}[rng.IntN(2)]
+					_, err = e.p.UpdateAgent(ctx, pr, pick(agents), AgentPatch{Status: &st})
+				case op <= 4:
+					in := SessionInput{AgentID: pick(agents)}
+					if len(contacts) > 0 && rng.IntN(3) == 0 {
+						c := pick(contacts)
+						in.ContactID = &c
+					} else {
+						in.Contact = &Contact{Name: "N", Email: fmt.Sprintf("p%d@Example.com", rng.IntN(30))}
+					}
+					var v any
+					v, err = e.p.StartSession(ctx, pr, in, nil)
+					if err == nil {
+						sessions = append(sessions, v.(SessionView).ID)
+						contacts = append(contacts, v.(SessionView).ContactID)
+					}
+				case op == 5:
+					_, err = e.p.ProgressSession(ctx, pr, pick(sessions), Figures{IntentScore: score(), Signals: sig()}, nil)
+				case op == 6:
+					d := rng.IntN(3600)
+					_, err = e.p.CompleteSession(ctx, pr, pick(sessions), Figures{IntentScore: score(), Signals: sig(), DurationSeconds: &d, ReplayURL: &url}, nil)
+				case op == 7:
+					_, err = e.p.AbandonSession(ctx, pr, pick(sessions), Figures{IntentScore: score()}, nil)
+				case op == 8:
+					_, err = e.p.BookMeeting(ctx, pr, pick(sessions), MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}, nil)
+				default:
+					if rng.IntN(4) == 0 {
+						if _, err := e.p.SaveSnapshot(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				var pe *Error
+				if err != nil && !errors.As(err, &pe) {
+					t.Fatalf("op %d: %v", i, err)
+				}
+			}
+			if _, err := e.p.SaveSnapshot(); err != nil {
+				t.Fatal(err)
+			}
+			// A tail after the snapshot.
+			for i := 0; i < 20; i++ {
+				e.p.AbandonSession(ctx, prs[0], sessions[rng.IntN(len(sessions))], Figures{}, nil)
+				e.agent(prs[1], fmt.Sprint("tail", i))
+			}
+			live := e.liveDump()
+
+			full, err := ReplayLog(e.log, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dump(full); got != live {
+				t.Errorf("state replayed from the log differs from the live state:\n%s", firstDiff(got, live))
+			}
+			snap, why := loadSnapshot(e.store)
+			if snap == nil {
+				t.Fatalf("no snapshot: %s", why)
+			}
+			if snap.seq == e.log.DurableSeq() {
+				t.Fatal("the snapshot has no tail to replay")
+			}
+			tail, err := ReplayLog(e.log, snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dump(tail); got != live {
+				t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < min(len(al), len(bl)); i++ {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n got  %s\n want %s", i+1, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("lengths differ: %d and %d lines", len(al), len(bl))
+}
+
+// TestRacingTransitionsEndEachSessionOnce has 64 goroutines complete,
+// abandon and book meetings on the same sessions at once.
+func TestRacingTransitionsEndEachSessionOnce(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	const n = 20
+	var ids []string
+	for i := 0; i < n; i++ {
+		ids = append(ids, e.session(pr, ag.ID, fmt.Sprintf("p%d@example.com", i)).ID)
+	}
+	ctx := context.Background()
+	var ended, meetings atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, id := range ids {
+				var err error
+				switch g % 3 {
+				case 0:
+					s, d, u := 50, 60, "https://replay.example.com/r"
+					_, err = e.p.CompleteSession(ctx, pr, id, Figures{IntentScore: &s, Signals: &Signals{}, DurationSeconds: &d, ReplayURL: &u}, nil)
+					if err == nil {
+						ended.Add(1)
+					}
+				case 1:
+					_, err = e.p.AbandonSession(ctx, pr, id, Figures{}, nil)
+					if err == nil {
+						ended.Add(1)
+					}
+				default:
+					_, err = e.p.BookMeeting(ctx, pr, id, MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}, nil)
+					if err == nil {
+						meetings.Add(1)
+					}
+				}
+				if err != nil && ErrorCode(err) != EInvalidState {
+					t.Errorf("%s: %v", id, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ended.Load() != n {
+		t.Errorf("%d successful terminal transitions for %d sessions", ended.Load(), n)
+	}
+	counts := map[string]map[string]int{}
+	err := e.log.Read(1, 0, func(rec *eventlog.Record) error {
+		v, err := e.log.Registry().Decode(rec)
+		if err != nil {
+			return err
+		}
+		var sid string
+		switch p := v.(type) {
+		case *SessionCompleted:
+			sid = p.SessionID
+		case *SessionAbandoned:
+			sid = p.SessionID
+		case *MeetingBooked:
+			sid = p.SessionID
+		default:
+			return nil
+		}
+		if counts[sid] == nil {
+			counts[sid] = map[string]int{}
+		}
+		counts[sid][rec.Type]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bookedInLog int64
+	for _, id := range ids {
+		c := counts[id]
+		if c[TypeSessionCompleted]+c[TypeSessionAbandoned] != 1 {
+			t.Errorf("%s: %d completed and %d abandoned events, want exactly one terminal event", id, c[TypeSessionCompleted], c[TypeSessionAbandoned])
+		}
+		if c[TypeMeetingBooked] > 1 {
+			t.Errorf("%s: %d meeting.booked events", id, c[TypeMeetingBooked])
+		}
+		bookedInLog += int64(c[TypeMeetingBooked])
+		v, err := e.p.Session(pr.Account.ID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Status == StatusInProgress {
+			t.Errorf("%s still in progress", id)
+		}
+		if v.MeetingBooked != (c[TypeMeetingBooked] == 1) {
+			t.Errorf("%s: meeting_booked %v but %d meeting events", id, v.MeetingBooked, c[TypeMeetingBooked])
+		}
+	}
+	if bookedInLog != meetings.Load() {
+		t.Errorf("%d meetings acknowledged, %d in the log", meetings.Load(), bookedInLog)
+	}
+}
+
+func TestUpdateAgentBumpsUpdatedAtOnlyWhenAFieldIsSent(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	same, err := e.p.UpdateAgent(context.Background(), pr, ag.ID, AgentPatch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.UpdatedAt != ag.UpdatedAt {
+		t.Errorf("an empty patch moved updated_at from %s to %s", ag.UpdatedAt, same.UpdatedAt)
+	}
+	name := ag.Name // the same value still counts as sent
+	got, err := e.p.UpdateAgent(context.Background(), pr, ag.ID, AgentPatch{Name: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !time.Time(got.UpdatedAt).After(time.Time(ag.UpdatedAt)) {
+		t.Errorf("updated_at %s did not move past %s", got.UpdatedAt, ag.UpdatedAt)
+	}
+	if got.CreatedAt != ag.CreatedAt {
+		t.Error("created_at moved")
+	}
+	if got.Persona != nil {
+		t.Error("the update result carries a persona")
+	}
+}
+
+func TestLeadHotIsRecordedOncePerSession(t *testing.T) {
+	e := openEnv(t, "", Options{HotThreshold: 70})
+	pr := e.account("acme")
+	ses := e.session(pr, e.agent(pr, "ava").ID, "p@example.com")
+	ctx := context.Background()
+	for _, s := range []int{69, 70, 95} {
+		s := s
+		if _, err := e.p.ProgressSession(ctx, pr, ses.ID, Figures{IntentScore: &s}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hot []string
+	e.log.Read(1, 0, func(rec *eventlog.Record) error {
+		if rec.Type == TypeLeadHot {
+			v, _ := e.log.Registry().Decode(rec)
+			hot = append(hot, fmt.Sprintf("%d/%d", v.(*LeadHot).IntentScore, v.(*LeadHot).Threshold))
+		}
+		return nil
+	})
+	if fmt.Sprint(hot) != "[70/70]" {
+		t.Errorf("lead.hot events = %v, want [70/70]", hot)
+	}
+}
+
+func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
+	dir := t.TempDir()
+	e := openEnv(t, dir, DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	for i := 0; i < 30; i++ {
+		e.session(pr, ag.ID, fmt.Sprintf("p%d@example.com", i%7))
+	}
+	want := e.liveDump()
+	e.close() // Close saves a snapshot.
+
+	e = openEnv(t, dir, DefaultOptions)
+	if info := e.p.LoadInfo(); info.SnapshotSeq == 0 || info.Replayed != 0 {
+		t.Errorf("after a clean stop: %+v, want the snapshot and nothing replayed", info)
+	}
+	if got := e.liveDump(); got != want {
+		t.Errorf("state from the snapshot differs:\n%s", firstDiff(got, want))
+	}
+	e.close()
+
+	t.Run("damaged snapshot is ignored", func(t *testing.T) {
+		store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk, _, _ := store.Get(snapChunkKey(0))
+		chunk[len(chunk)/2] ^= 1
+		if err := store.WriteSync([]eventlog.Put{{Key: snapChunkKey(0), Value: chunk}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		e := openEnv(t, dir, DefaultOptions)
+		info := e.p.LoadInfo()
+		if info.SnapshotSeq != 0 || !strings.Contains(info.Ignored, "checksum") {
+			t.Errorf("load info %+v, want the damaged snapshot ignored", info)
+		}
+		if got := e.liveDump(); got != want {
+			t.Errorf("state from a full replay differs:\n%s", firstDiff(got, want))
+		}
+		e.close()
+	})
+	t.Run("snapshot of another version is ignored", func(t *testing.T) {
+		e := openEnv(t, dir, DefaultOptions) // Close above rewrote a good snapshot
+		e.close()
+		store, _ := eventlog.OpenStore(dir, eventlog.StoreOptions{})
+		meta := []byte{0x84} // a msgpack map that names another version
+		store.WriteSync([]eventlog.Put{{Key: snapMetaKey, Value: append(meta, []byte("\xa1v\x63\xa1s\x01\xa1n\x01\xa1h\xc0")...)}}, nil, nil)
+		store.Close()
+		e = openEnv(t, dir, DefaultOptions)
+		if info := e.p.LoadInfo(); info.SnapshotSeq != 0 || info.Ignored == "" {
+			t.Errorf("load info %+v, want the snapshot ignored", info)
+		}
+		if got := e.liveDump(); got != want {
+			t.Errorf("state differs:\n%s", firstDiff(got, want))
+		}
+	})
+}

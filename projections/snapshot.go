@@ -1,0 +1,324 @@
+package projections
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog"
+)
+
+// snapshotVersion changes whenever the state's layout does: a snapshot of
+// another version is ignored and the log replayed in full.
+const snapshotVersion = 1
+
+// snapshotChunk bounds one stored value of a snapshot.
+const snapshotChunk = 4 << 20
+
+var (
+	snapMetaKey     = []byte{eventlog.KeyspaceSnapshot, 'm'}
+	snapChunkPrefix = []byte{eventlog.KeyspaceSnapshot, 'c'}
+)
+
+type snapMeta struct {
+	Version int      `msgpack:"v"`
+	Seq     uint64   `msgpack:"s"`
+	Chunks  int      `msgpack:"n"`
+	Sum     [32]byte `msgpack:"h"`
+}
+
+func snapChunkKey(i int) []byte {
+	k := append([]byte(nil), snapChunkPrefix...)
+	return binary.BigEndian.AppendUint32(k, uint32(i))
+}
+
+// encodeSnapshot writes the whole state. The caller holds the state at
+// least read-locked.
+func (s *State) encodeSnapshot() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	w := &snapWriter{enc: enc}
+	w.uint(s.seq)
+	w.len(len(s.accountOrder))
+	for _, a := range s.accountOrder {
+		w.str(a.ID)
+		w.str(a.Name)
+		w.str(a.Plan)
+		w.int(int64(a.RateLimitPerMinute))
+		w.time(a.CreatedAt)
+	}
+	w.len(len(s.keyOrder))
+	for _, k := range s.keyOrder {
+		w.str(k.ID)
+		w.str(k.AccountID)
+		w.bytes(k.Hash[:])
+		w.str(k.Last4)
+		w.time(k.CreatedAt)
+		if k.RevokedAt != nil {
+			w.bool(true)
+			w.time(*k.RevokedAt)
+		} else {
+			w.bool(false)
+		}
+	}
+	for _, acc := range s.accountOrder {
+		t := s.tenants[acc.ID]
+		w.len(len(t.agents))
+		for _, a := range t.agents {
+			w.bytes(a.id[:])
+			w.uint(a.seq)
+			w.str(a.name)
+			w.str(a.sandboxURL)
+			w.str(a.persona)
+			w.bool(a.active)
+			w.int(a.createdAt)
+			w.int(a.updatedAt)
+		}
+		w.len(len(t.contacts))
+		for _, c := range t.contacts {
+			w.bytes(c.id[:])
+			w.uint(c.seq)
+			w.str(c.name)
+			w.str(c.email)
+			w.str(c.company)
+			w.int(c.createdAt)
+		}
+		w.len(len(t.sessions))
+		for _, ses := range t.sessions {
+			w.bytes(ses.id[:])
+			w.bytes(ses.agent.id[:])
+			w.bytes(ses.contact.id[:])
+			w.uint(ses.seq)
+			w.int(ses.startedAt)
+			w.int(ses.endedAt)
+			w.str(ses.replayURL)
+			w.int(int64(ses.duration))
+			w.uint(uint64(ses.status))
+			w.uint(uint64(ses.score))
+			w.bytes(ses.signals[:])
+			w.bool(ses.hot)
+			if ses.meeting != nil {
+				w.bool(true)
+				w.str(ses.meeting.scheduledAt)
+				w.str(ses.meeting.calendarLink)
+			} else {
+				w.bool(false)
+			}
+		}
+	}
+	return buf.Bytes(), w.err
+}
+
+// snapWriter keeps the first encoding error so the encoder reads as a list.
+type snapWriter struct {
+	enc *msgpack.Encoder
+	err error
+}
+
+func (w *snapWriter) keep(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+func (w *snapWriter) uint(v uint64)        { w.keep(w.enc.EncodeUint(v)) }
+func (w *snapWriter) int(v int64)          { w.keep(w.enc.EncodeInt(v)) }
+func (w *snapWriter) len(n int)            { w.keep(w.enc.EncodeArrayLen(n)) }
+func (w *snapWriter) str(v string)         { w.keep(w.enc.EncodeString(v)) }
+func (w *snapWriter) bytes(v []byte)       { w.keep(w.enc.EncodeBytes(v)) }
+func (w *snapWriter) bool(v bool)          { w.keep(w.enc.EncodeBool(v)) }
+func (w *snapWriter) time(t Timestamp)     { w.int(unix(timeOf(t))) }
+func (r *snapReader) time() Timestamp      { return stamp(r.int()) }
+func (r *snapReader) id() (id ID)          { r.fixed(id[:]); return id }
+func (r *snapReader) keep(err error) error { r.err = errors.Join(r.err, err); return r.err }
+
+// snapReader decodes what snapWriter wrote, keeping the first error.
+type snapReader struct {
+	dec *msgpack.Decoder
+	err error
+}
+
+func (r *snapReader) uint() uint64 {
+	v, err := r.dec.DecodeUint64()
+	r.keep(err)
+	return v
+}
+
+func (r *snapReader) int() int64 {
+	v, err := r.dec.DecodeInt64()
+	r.keep(err)
+	return v
+}
+
+func (r *snapReader) len() int {
+	n, err := r.dec.DecodeArrayLen()
+	r.keep(err)
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+func (r *snapReader) str() string {
+	v, err := r.dec.DecodeString()
+	r.keep(err)
+	return v
+}
+
+func (r *snapReader) bool() bool {
+	v, err := r.dec.DecodeBool()
+	r.keep(err)
+	return v
+}
+
+func (r *snapReader) fixed(dst []byte) {
+	b, err := r.dec.DecodeBytes()
+	if r.keep(err) == nil && len(b) != len(dst) {
+		r.keep(fmt.Errorf("want %d bytes, got %d", len(dst), len(b)))
+	}
+	copy(dst, b)
+}
+
+// decodeSnapshot rebuilds a state from encodeSnapshot's bytes.
+func decodeSnapshot(b []byte) (*State, error) {
+	s := NewState()
+	r := &snapReader{dec: msgpack.NewDecoder(bytes.NewReader(b))}
+	s.seq = r.uint()
+	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
+		a := &Account{ID: r.str(), Name: r.str(), Plan: r.str(), RateLimitPerMinute: int(r.int()), CreatedAt: r.time()}
+		s.accounts[a.ID] = a
+		s.accountOrder = append(s.accountOrder, a)
+		s.tenants[a.ID] = newTenant(a)
+	}
+	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
+		k := &APIKey{ID: r.str(), AccountID: r.str()}
+		r.fixed(k.Hash[:])
+		k.Last4, k.CreatedAt = r.str(), r.time()
+		if r.bool() {
+			t := r.time()
+			k.RevokedAt = &t
+		}
+		s.keys[k.ID] = k
+		s.keysByHash[k.Hash] = k
+		s.keyOrder = append(s.keyOrder, k)
+	}
+	for _, acc := range s.accountOrder {
+		if r.err != nil {
+			break
+		}
+		t := s.tenants[acc.ID]
+		t.agents = make([]*agent, r.len())
+		for i := range t.agents {
+			a := &agent{id: r.id(), tenant: t, seq: r.uint(), name: r.str(), sandboxURL: r.str(), persona: r.str(),
+				active: r.bool(), createdAt: r.int(), updatedAt: r.int()}
+			t.agents[i] = a
+			s.agents[a.id] = a
+		}
+		t.contacts = make([]*contact, r.len())
+		for i := range t.contacts {
+			c := &contact{id: r.id(), tenant: t, seq: r.uint(), name: r.str(), email: r.str(), company: r.str(), createdAt: r.int()}
+			t.contacts[i] = c
+			s.contacts[c.id] = c
+			t.emails[lower(c.email)] = c
+		}
+		t.sessions = make([]*session, r.len())
+		for i := range t.sessions {
+			ses := &session{id: r.id(), agent: s.agents[r.id()], contact: s.contacts[r.id()], seq: r.uint(),
+				startedAt: r.int(), endedAt: r.int(), replayURL: r.str(), duration: int32(r.int()),
+				status: sessionStatus(r.uint()), score: uint8(r.uint())}
+			r.fixed(ses.signals[:])
+			ses.hot = r.bool()
+			if r.bool() {
+				ses.meeting = &meeting{scheduledAt: r.str(), calendarLink: r.str()}
+			}
+			if r.err != nil {
+				break
+			}
+			if ses.agent == nil || ses.contact == nil || ses.status >= statusCount {
+				return nil, fmt.Errorf("snapshot: session %s refers to what it does not hold", FormatID(PrefixSession, ses.id))
+			}
+			t.sessions[i] = ses
+			s.sessions[ses.id] = ses
+			ses.agent.sessions = append(ses.agent.sessions, ses)
+			ses.contact.sessions = append(ses.contact.sessions, ses)
+			t.byStatus[ses.status].ReplaceOrInsert(ses)
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("snapshot: %w", r.err)
+	}
+	return s, nil
+}
+
+// SaveSnapshot writes the state as the store's snapshot, replacing the one
+// before, with one sync.
+func (p *Projections) SaveSnapshot() (uint64, error) {
+	var data []byte
+	var seq uint64
+	var err error
+	p.View(func(s *State) {
+		seq = s.seq
+		data, err = s.encodeSnapshot()
+	})
+	if err != nil {
+		return 0, err
+	}
+	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data)}
+	var puts []eventlog.Put
+	for off := 0; off < len(data) || off == 0; off += snapshotChunk {
+		end := min(off+snapshotChunk, len(data))
+		puts = append(puts, eventlog.Put{Key: snapChunkKey(meta.Chunks), Value: data[off:end]})
+		meta.Chunks++
+		if end == len(data) {
+			break
+		}
+	}
+	mb, err := msgpack.Marshal(&meta)
+	if err != nil {
+		return 0, err
+	}
+	puts = append(puts, eventlog.Put{Key: snapMetaKey, Value: mb})
+	if err := p.log.Store().WriteSync(puts, snapChunkKey(meta.Chunks), snapChunkKey(1<<31)); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// loadSnapshot returns the stored snapshot's state, or nil when there is
+// none usable: missing, of another version, or damaged. why says which.
+func loadSnapshot(store *eventlog.Store) (s *State, why string) {
+	mb, ok, err := store.Get(snapMetaKey)
+	if err != nil || !ok {
+		return nil, "no snapshot"
+	}
+	var meta snapMeta
+	if msgpack.Unmarshal(mb, &meta) != nil {
+		return nil, "snapshot metadata is damaged"
+	}
+	if meta.Version != snapshotVersion {
+		return nil, fmt.Sprintf("snapshot is of version %d, this code reads %d", meta.Version, snapshotVersion)
+	}
+	var data []byte
+	for i := 0; i < meta.Chunks; i++ {
+		c, ok, err := store.Get(snapChunkKey(i))
+		if err != nil || !ok {
+			return nil, fmt.Sprintf("snapshot chunk %d is missing", i)
+		}
+		data = append(data, c...)
+	}
+	if sha256.Sum256(data) != meta.Sum {
+		return nil, "snapshot checksum does not match"
+	}
+	s, err = decodeSnapshot(data)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if s.seq != meta.Seq {
+		return nil, "snapshot seq does not match its metadata"
+	}
+	return s, ""
+}
