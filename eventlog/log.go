@@ -174,6 +174,11 @@ func (l *Log) Append(ctx context.Context, events []Event, puts ...Put) ([]Record
 		return nil, err
 	}
 	select {
+	case <-l.stop:
+		return nil, ErrClosed
+	default:
+	}
+	select {
 	case l.queue <- req:
 	case <-l.stop:
 		return nil, ErrClosed
@@ -183,6 +188,15 @@ func (l *Log) Append(ctx context.Context, events []Event, puts ...Put) ([]Record
 	select {
 	case res := <-req.done:
 		return res.records, res.err
+	case <-l.stopped:
+		// The writer answers everything it took; a request queued after
+		// it stopped gets no answer.
+		select {
+		case res := <-req.done:
+			return res.records, res.err
+		default:
+			return nil, ErrClosed
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

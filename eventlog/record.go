@@ -120,7 +120,6 @@ func decodeRecord(v []byte, r *Record) error {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	var version int64
-	var payload msgpack.RawMessage
 	err = errors.Join(
 		decodeInto(&r.Seq, dec.DecodeUint64),
 		decodeInto(&r.ID, dec.DecodeString),
@@ -129,13 +128,15 @@ func decodeRecord(v []byte, r *Record) error {
 		decodeInto(&r.Time, dec.DecodeTime),
 		decodeInto(&r.Account, dec.DecodeString),
 		decodeInto(&r.Actor, dec.DecodeString),
-		decodeInto(&payload, dec.DecodeRaw),
 	)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if rd.Len() != 0 {
-		return fmt.Errorf("%w: trailing bytes", ErrCorrupt)
+	// The payload is the last element before the hash: the rest of the
+	// body. Slicing it avoids walking it twice; decoding it checks it.
+	payload := body[len(body)-rd.Len():]
+	if len(payload) == 0 {
+		return fmt.Errorf("%w: no payload", ErrCorrupt)
 	}
 	r.Version = int(version)
 	r.Time = r.Time.UTC()

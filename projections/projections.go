@@ -182,6 +182,11 @@ func (p *Projections) Seq() uint64 {
 func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 	req := &pending{cmd: cmd, done: make(chan outcome, 1)}
 	select {
+	case <-p.stop:
+		return nil, eventlog.ErrClosed
+	default:
+	}
+	select {
 	case p.queue <- req:
 	case <-p.stop:
 		return nil, eventlog.ErrClosed
@@ -190,8 +195,17 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 	}
 	// Once queued, the command is decided and committed whatever the
 	// caller does; waiting for it keeps "acknowledged" meaning "durable".
-	out := <-req.done
-	return out.value, out.err
+	select {
+	case out := <-req.done:
+		return out.value, out.err
+	case <-p.stopped:
+		select {
+		case out := <-req.done:
+			return out.value, out.err
+		default:
+			return nil, eventlog.ErrClosed
+		}
+	}
 }
 
 // Close stops the writer after the group in flight and saves a snapshot

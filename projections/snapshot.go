@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -39,11 +38,11 @@ func snapChunkKey(i int) []byte {
 // encodeSnapshot writes the whole state. The caller holds the state at
 // least read-locked.
 func (s *State) encodeSnapshot() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	w := &snapWriter{enc: enc}
+	w := &snapWriter{buf: make([]byte, 0, 64+200*len(s.sessions))}
 	w.uint(s.seq)
+	w.len(len(s.agents))
+	w.len(len(s.contacts))
+	w.len(len(s.sessions))
 	w.len(len(s.accountOrder))
 	for _, a := range s.accountOrder {
 		w.str(a.ID)
@@ -111,83 +110,120 @@ func (s *State) encodeSnapshot() ([]byte, error) {
 			}
 		}
 	}
-	return buf.Bytes(), w.err
+	return w.buf, w.err
 }
 
-// snapWriter keeps the first encoding error so the encoder reads as a list.
+// snapWriter appends the snapshot's values: unsigned varints, zigzag
+// varints, and length-prefixed bytes. A plain codec: the snapshot is
+// bookkeeping that only this code reads, and it must load fast.
 type snapWriter struct {
-	enc *msgpack.Encoder
+	buf []byte
 	err error
 }
 
-func (w *snapWriter) keep(err error) {
-	if w.err == nil {
-		w.err = err
+func (w *snapWriter) uint(v uint64)    { w.buf = binary.AppendUvarint(w.buf, v) }
+func (w *snapWriter) int(v int64)      { w.buf = binary.AppendVarint(w.buf, v) }
+func (w *snapWriter) len(n int)        { w.uint(uint64(n)) }
+func (w *snapWriter) str(v string)     { w.uint(uint64(len(v))); w.buf = append(w.buf, v...) }
+func (w *snapWriter) bytes(v []byte)   { w.uint(uint64(len(v))); w.buf = append(w.buf, v...) }
+func (w *snapWriter) time(t Timestamp) { w.int(unix(timeOf(t))) }
+
+func (w *snapWriter) bool(v bool) {
+	if v {
+		w.buf = append(w.buf, 1)
+	} else {
+		w.buf = append(w.buf, 0)
 	}
 }
-func (w *snapWriter) uint(v uint64)        { w.keep(w.enc.EncodeUint(v)) }
-func (w *snapWriter) int(v int64)          { w.keep(w.enc.EncodeInt(v)) }
-func (w *snapWriter) len(n int)            { w.keep(w.enc.EncodeArrayLen(n)) }
-func (w *snapWriter) str(v string)         { w.keep(w.enc.EncodeString(v)) }
-func (w *snapWriter) bytes(v []byte)       { w.keep(w.enc.EncodeBytes(v)) }
-func (w *snapWriter) bool(v bool)          { w.keep(w.enc.EncodeBool(v)) }
-func (w *snapWriter) time(t Timestamp)     { w.int(unix(timeOf(t))) }
-func (r *snapReader) time() Timestamp      { return stamp(r.int()) }
-func (r *snapReader) id() (id ID)          { r.fixed(id[:]); return id }
-func (r *snapReader) keep(err error) error { r.err = errors.Join(r.err, err); return r.err }
 
-// snapReader decodes what snapWriter wrote, keeping the first error.
+// snapReader reads what snapWriter wrote, keeping the first error; after
+// an error every read returns zero values.
 type snapReader struct {
-	dec *msgpack.Decoder
+	b   []byte
 	err error
+}
+
+var errShortSnapshot = errors.New("snapshot ends early")
+
+func (r *snapReader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.b = nil
 }
 
 func (r *snapReader) uint() uint64 {
-	v, err := r.dec.DecodeUint64()
-	r.keep(err)
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(errShortSnapshot)
+		return 0
+	}
+	r.b = r.b[n:]
 	return v
 }
 
 func (r *snapReader) int() int64 {
-	v, err := r.dec.DecodeInt64()
-	r.keep(err)
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(errShortSnapshot)
+		return 0
+	}
+	r.b = r.b[n:]
 	return v
 }
 
 func (r *snapReader) len() int {
-	n, err := r.dec.DecodeArrayLen()
-	r.keep(err)
-	if n < 0 {
+	n := r.uint()
+	if n > uint64(len(r.b)) { // every item takes at least a byte
+		r.fail(errShortSnapshot)
 		return 0
 	}
-	return n
+	return int(n)
 }
 
-func (r *snapReader) str() string {
-	v, err := r.dec.DecodeString()
-	r.keep(err)
+func (r *snapReader) raw() []byte {
+	n := r.uint()
+	if n > uint64(len(r.b)) {
+		r.fail(errShortSnapshot)
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
 	return v
 }
 
+func (r *snapReader) str() string { return string(r.raw()) }
+
 func (r *snapReader) bool() bool {
-	v, err := r.dec.DecodeBool()
-	r.keep(err)
+	if len(r.b) == 0 {
+		r.fail(errShortSnapshot)
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
 	return v
 }
 
 func (r *snapReader) fixed(dst []byte) {
-	b, err := r.dec.DecodeBytes()
-	if r.keep(err) == nil && len(b) != len(dst) {
-		r.keep(fmt.Errorf("want %d bytes, got %d", len(dst), len(b)))
+	b := r.raw()
+	if r.err == nil && len(b) != len(dst) {
+		r.fail(fmt.Errorf("want %d bytes, got %d", len(dst), len(b)))
 	}
 	copy(dst, b)
 }
 
+func (r *snapReader) time() Timestamp { return stamp(r.int()) }
+func (r *snapReader) id() (id ID)     { r.fixed(id[:]); return id }
+
 // decodeSnapshot rebuilds a state from encodeSnapshot's bytes.
 func decodeSnapshot(b []byte) (*State, error) {
 	s := NewState()
-	r := &snapReader{dec: msgpack.NewDecoder(bytes.NewReader(b))}
+	r := &snapReader{b: b}
 	s.seq = r.uint()
+	// Size the maps once rather than growing them a million times.
+	s.agents = make(map[ID]*agent, r.len())
+	s.contacts = make(map[ID]*contact, r.len())
+	s.sessions = make(map[ID]*session, r.len())
 	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
 		a := &Account{ID: r.str(), Name: r.str(), Plan: r.str(), RateLimitPerMinute: int(r.int()), CreatedAt: r.time()}
 		s.accounts[a.ID] = a
@@ -247,6 +283,9 @@ func decodeSnapshot(b []byte) (*State, error) {
 			ses.contact.sessions = append(ses.contact.sessions, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(ses)
 		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errors.New("trailing bytes")
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("snapshot: %w", r.err)

@@ -1,0 +1,119 @@
+package projections
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"demosvc/eventlog"
+)
+
+// benchSessions is the number of sessions the large benchmarks load:
+// 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every benchmark once with a
+// small figure).
+func benchSessions() int {
+	if n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+func syntheticShape() SyntheticShape {
+	n := benchSessions()
+	return SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
+}
+
+// openSynthetic writes a synthetic log into a new store and returns it
+// open, without projections.
+func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
+	b.Helper()
+	dir := b.TempDir()
+	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, err := Synthetic(log, syntheticShape()); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), benchSessions(), time.Since(start))
+	return dir, store, log
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkMemoryPerSession reports the heap the projections take per
+// session with benchSessions() sessions loaded (contacts, agents and every
+// index included). Target: at most 400 B/session at 1,000,000.
+func BenchmarkMemoryPerSession(b *testing.B) {
+	_, store, log := openSynthetic(b)
+	defer store.Close()
+	defer log.Close()
+	b.ResetTimer()
+	var perSession float64
+	for i := 0; i < b.N; i++ {
+		before := heapInUse()
+		state, err := ReplayLog(log, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		after := heapInUse()
+		perSession = float64(after-before) / float64(len(state.sessions))
+		runtime.KeepAlive(state)
+	}
+	b.ReportMetric(perSession, "heap-B/session")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkStartup reports how long Open takes with benchSessions()
+// sessions (about three events each): from a snapshot, and replaying the
+// whole log. Target: at most 2 s with a snapshot at 1,000,000.
+func BenchmarkStartup(b *testing.B) {
+	_, store, log := openSynthetic(b)
+	defer store.Close()
+	defer log.Close()
+	var withSnap, without time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		store.WriteSync(nil, snapMetaKey, append(snapMetaKey, 0xff))
+		start := time.Now()
+		p, err := Open(log, DefaultOptions)
+		if err != nil {
+			b.Fatal(err)
+		}
+		without += time.Since(start)
+		if p.LoadInfo().SnapshotSeq != 0 {
+			b.Fatal("a snapshot was used")
+		}
+		if _, err := p.SaveSnapshot(); err != nil {
+			b.Fatal(err)
+		}
+		p.Close()
+		start = time.Now()
+		p, err = Open(log, DefaultOptions)
+		if err != nil {
+			b.Fatal(err)
+		}
+		withSnap += time.Since(start)
+		if p.LoadInfo().SnapshotSeq == 0 {
+			b.Fatalf("the snapshot was not used: %s", p.LoadInfo().Ignored)
+		}
+		p.Close()
+	}
+	b.ReportMetric(withSnap.Seconds()/float64(b.N), "s-with-snapshot")
+	b.ReportMetric(without.Seconds()/float64(b.N), "s-full-replay")
+	b.ReportMetric(float64(log.DurableSeq()), "events")
+	b.ReportMetric(0, "ns/op")
+}
