@@ -144,7 +144,8 @@ func (c *cli) logImport(args []string) int {
 		return c.fail(cf, "%s", openError(cfg.DataDir, err))
 	}
 	defer store.Close()
-	n, err := eventlog.Import(store, projections.NewRegistry(), in)
+	reg := projections.NewRegistry()
+	n, err := eventlog.Import(store, reg, in, projections.NewState().Checker(reg))
 	var ie *eventlog.ImportError
 	switch {
 	case errors.As(err, &ie):

@@ -128,7 +128,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	case serveErr = <-errc:
 		logger.Error("server stopped", "err", serveErr)
 	}
-	api.SetReady(false)
+	api.SetStopping()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := apiSrv.Shutdown(ctx); err != nil {

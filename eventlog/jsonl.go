@@ -126,8 +126,10 @@ const maxImportLine = 16 << 20
 // hash may be left out: seq continues the sequence, id is derived from the
 // seq and time, version is the type's latest, actor is "cli" and the hash is
 // computed. A given seq must continue the sequence and a given hash must be
-// the correct one. No Log may be open on store.
-func Import(store *Store, reg *Registry, r io.Reader) (int, error) {
+// the correct one. check, if set, sees every record in order and refuses
+// one the service could not have written (the projections replay it). No
+// Log may be open on store.
+func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) error) (int, error) {
 	empty, err := store.logEmpty()
 	if err != nil {
 		return 0, err
@@ -159,6 +161,11 @@ func Import(store *Store, reg *Registry, r io.Reader) (int, error) {
 		}
 		if wantHash != "" && wantHash != hex.EncodeToString(rec.Hash[:]) {
 			return 0, &ImportError{Line: line, Err: fmt.Errorf("hash %s does not match the record and the chain (computed %x)", wantHash, rec.Hash)}
+		}
+		if check != nil {
+			if err := check(rec); err != nil {
+				return 0, &ImportError{Line: line, Err: err}
+			}
 		}
 		if err := batch.Set(logKey(seq), val, nil); err != nil {
 			return 0, err

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,49 @@ func decodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return projections.Errorf(projections.EInvalid, "the request body has data after the JSON object")
 	}
+	if path := nullPath(body); path != "" {
+		return projections.ParamErrorf(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
+	}
 	return nil
+}
+
+// nullPath returns the dotted path of the first null in a JSON object, or
+// "". No field of this API takes null: a field is either sent with a value
+// or left out.
+func nullPath(body []byte) string {
+	if !bytes.Contains(body, []byte("null")) {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return findNull(v, "")
+}
+
+func findNull(v any, prefix string) string {
+	switch t := v.(type) {
+	case nil:
+		return strings.TrimSuffix(prefix, ".")
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p := findNull(t[k], prefix+k+"."); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if p := findNull(e, fmt.Sprintf("%s%d.", prefix, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // jsonError turns a decoding error into a client-facing error naming the

@@ -86,6 +86,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+		return
+	}
 	if !s.ready.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 		return

@@ -31,6 +31,7 @@ type Deps struct {
 type Server struct {
 	deps     Deps
 	ready    atomic.Bool
+	stopping atomic.Bool
 	handler  http.Handler
 	reqIDs   *eventlog.IDs // never seeded: request ids are not in golden output
 	accounts *Limiters     // per account
@@ -65,6 +66,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, 
 
 // SetReady marks the server ready (state rebuilt from the log) or not.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// SetStopping makes /readyz answer 503 "stopping" from now on.
+func (s *Server) SetStopping() { s.stopping.Store(true) }
 
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.deps.Metrics }

@@ -80,6 +80,24 @@ func NewState() *State {
 // Seq returns the seq of the last applied event.
 func (s *State) Seq() uint64 { return s.seq }
 
+// Checker returns a function that applies each record it is given to s,
+// after checking its payload's values: what `log import` uses to refuse a
+// record the service could not have written.
+func (s *State) Checker(reg *eventlog.Registry) func(rec *eventlog.Record) error {
+	return func(rec *eventlog.Record) error {
+		payload, err := reg.Decode(rec)
+		if err != nil {
+			return err
+		}
+		if v, ok := payload.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
+		return s.apply(rec, payload)
+	}
+}
+
 // apply advances the state by one record. payload is the record's payload
 // decoded at its latest version (a pointer). An error means the log holds
 // an event the state cannot take: replay stops there.

@@ -1,0 +1,140 @@
+package projections
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+)
+
+// Validate methods check an event payload's values with the rules the
+// commands apply, so that an imported log holds only what the service
+// itself could have written.
+
+func checkIDField(param, prefix, v string) error {
+	if _, ok := ParseID(prefix, v); !ok {
+		return ParamErrorf(EInvalid, param, "must be an id starting with %s", prefix)
+	}
+	return nil
+}
+
+// Validate checks an account.created payload.
+func (p *AccountCreated) Validate() error {
+	if !strings.HasPrefix(p.AccountID, "acc_") {
+		return ParamErrorf(EInvalid, "account_id", "must start with acc_")
+	}
+	return CheckAccountInput(p.Name, p.Plan, p.RateLimitPerMinute)
+}
+
+// Validate checks an api_key.created payload.
+func (p *APIKeyCreated) Validate() error {
+	if !strings.HasPrefix(p.KeyID, "key_") {
+		return ParamErrorf(EInvalid, "key_id", "must start with key_")
+	}
+	if b, err := hex.DecodeString(p.KeyHash); err != nil || len(b) != 32 || p.KeyHash != strings.ToLower(p.KeyHash) {
+		return ParamErrorf(EInvalid, "key_hash", "must be the lowercase hex SHA-256 of the key")
+	}
+	return nil
+}
+
+// Validate checks an agent.created payload.
+func (p *AgentCreated) Validate() error {
+	if err := checkIDField("agent_id", PrefixAgent, p.AgentID); err != nil {
+		return err
+	}
+	in := AgentInput{Name: p.Name, SandboxURL: p.SandboxURL, Persona: &p.Persona, Status: &p.Status}
+	return in.Validate()
+}
+
+// Validate checks an agent.updated payload.
+func (p *AgentUpdated) Validate() error {
+	if err := checkIDField("agent_id", PrefixAgent, p.AgentID); err != nil {
+		return err
+	}
+	patch := AgentPatch{Name: p.Name, SandboxURL: p.SandboxURL, Persona: p.Persona, Status: p.Status}
+	return patch.Validate()
+}
+
+// Validate checks a contact.created payload.
+func (p *ContactCreated) Validate() error {
+	if err := checkIDField("contact_id", PrefixContact, p.ContactID); err != nil {
+		return err
+	}
+	in := SessionInput{AgentID: p.AgentID, Contact: &p.Contact}
+	return in.Validate()
+}
+
+// Validate checks a session.started payload.
+func (p *SessionStarted) Validate() error {
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID),
+		checkIDField("agent_id", PrefixAgent, p.AgentID), checkIDField("contact_id", PrefixContact, p.ContactID))
+}
+
+// Validate checks a session.progressed payload.
+func (p *SessionProgressed) Validate() error {
+	f := Figures{IntentScore: p.IntentScore, Signals: p.Signals, DurationSeconds: p.DurationSeconds}
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), f.validate())
+}
+
+// Validate checks a session.completed payload.
+func (p *SessionCompleted) Validate() error {
+	f := Figures{IntentScore: &p.IntentScore, Signals: &p.Signals, DurationSeconds: &p.DurationSeconds, ReplayURL: &p.ReplayURL}
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), f.validate())
+}
+
+// Validate checks a session.abandoned payload.
+func (p *SessionAbandoned) Validate() error {
+	f := Figures{IntentScore: p.IntentScore, Signals: p.Signals, DurationSeconds: p.DurationSeconds, ReplayURL: p.ReplayURL}
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), f.validate())
+}
+
+// Validate checks a lead.hot payload.
+func (p *LeadHot) Validate() error {
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID),
+		checkRange("intent_score", &p.IntentScore, maxScore), checkRange("threshold", &p.Threshold, maxScore))
+}
+
+// Validate checks a meeting.booked payload.
+func (p *MeetingBooked) Validate() error {
+	at, err := checkTime("scheduled_at", p.ScheduledAt)
+	if err == nil && at != p.ScheduledAt {
+		err = ParamErrorf(EInvalid, "scheduled_at", "must be UTC, whole seconds, as %s", at)
+	}
+	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), err, checkURL("calendar_link", p.CalendarLink))
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON requires exactly the three members, each an integer: a
+// partial breakdown would silently zero the others.
+func (s *Signals) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return ParamErrorf(EInvalid, "signals", "signals must be an object {interest, objections, buying_signals}")
+	}
+	fields := []struct {
+		name string
+		dst  *int
+	}{{"interest", &s.Interest}, {"objections", &s.Objections}, {"buying_signals", &s.BuyingSignals}}
+	for name := range m {
+		if name != "interest" && name != "objections" && name != "buying_signals" {
+			return ParamErrorf(EInvalid, "signals."+name, "unknown field %q", "signals."+name)
+		}
+	}
+	for _, f := range fields {
+		raw, ok := m[f.name]
+		if !ok {
+			return ParamErrorf(EInvalid, "signals."+f.name, "signals must have interest, objections and buying_signals; %s is missing", f.name)
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil || string(raw) == "null" {
+			return ParamErrorf(EInvalid, "signals."+f.name, "signals.%s must be an integer", f.name)
+		}
+	}
+	return nil
+}
