@@ -59,7 +59,7 @@ func principal(r *http.Request) projections.Principal {
 // line and the metrics.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := s.reqIDs.New("req_")
+	id := s.reqIDs.New()
 	w.Header().Set("X-Request-Id", id)
 	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
 	defer func() {

@@ -33,9 +33,9 @@ type Server struct {
 	ready    atomic.Bool
 	stopping atomic.Bool
 	handler  http.Handler
-	reqIDs   *eventlog.IDs // never seeded: request ids are not in golden output
-	accounts *Limiters     // per account
-	badAuth  *Limiters     // per client address, for requests with a bad key
+	reqIDs   *eventlog.RequestIDs
+	accounts *Limiters // per account
+	badAuth  *Limiters // per client address, for requests with a bad key
 }
 
 // maxBadAuthClients bounds the client addresses whose failed
@@ -53,7 +53,7 @@ func NewServer(d Deps) *Server {
 	}
 	s := &Server{
 		deps:     d,
-		reqIDs:   eventlog.NewIDs(time.Now),
+		reqIDs:   eventlog.NewRequestIDs(),
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}

@@ -26,7 +26,7 @@ func ParseID(prefix, s string) (ID, bool) {
 	if !ok || len(rest) != ulid.EncodedSize {
 		return ID{}, false
 	}
-	id, err := ulid.ParseStrict(strings.ToUpper(rest))
+	id, err := ulid.ParseStrict(rest) // either case
 	return id, err == nil
 }
 
@@ -148,21 +148,26 @@ func unix(t time.Time) int64 { return t.Unix() }
 
 func stamp(sec int64) Timestamp { return Timestamp(time.Unix(sec, 0)) }
 
+// apiTime renders unix seconds as the API shows times. Views carry plain
+// strings: encoding/json re-validates every custom marshaller's output,
+// which the hottest reads would pay for each timestamp.
+func apiTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeFormat) }
+
 // AgentView is an agent as the API shows it.
 type AgentView struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	SandboxURL string    `json:"sandbox_url"`
-	Persona    *string   `json:"persona,omitempty"`
-	Status     string    `json:"status"`
-	CreatedAt  Timestamp `json:"created_at"`
-	UpdatedAt  Timestamp `json:"updated_at"`
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	SandboxURL string  `json:"sandbox_url"`
+	Persona    *string `json:"persona,omitempty"`
+	Status     string  `json:"status"`
+	CreatedAt  string  `json:"created_at"`
+	UpdatedAt  string  `json:"updated_at"`
 }
 
 func (a *agent) view(withPersona bool) AgentView {
 	v := AgentView{
 		ID: FormatID(PrefixAgent, a.id), Name: a.name, SandboxURL: a.sandboxURL, Status: a.status(),
-		CreatedAt: stamp(a.createdAt), UpdatedAt: stamp(a.updatedAt),
+		CreatedAt: apiTime(a.createdAt), UpdatedAt: apiTime(a.updatedAt),
 	}
 	if withPersona {
 		p := a.persona
@@ -180,30 +185,30 @@ func (a *agent) status() string {
 
 // ContactView is a contact as the API shows it.
 type ContactView struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Email     string    `json:"email"`
-	Company   string    `json:"company"`
-	CreatedAt Timestamp `json:"created_at"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Email     string `json:"email"`
+	Company   string `json:"company"`
+	CreatedAt string `json:"created_at"`
 }
 
 func (c *contact) view() ContactView {
-	return ContactView{ID: FormatID(PrefixContact, c.id), Name: c.name, Email: c.email, Company: c.company, CreatedAt: stamp(c.createdAt)}
+	return ContactView{ID: FormatID(PrefixContact, c.id), Name: c.name, Email: c.email, Company: c.company, CreatedAt: apiTime(c.createdAt)}
 }
 
 // SessionView is a session as the API shows it.
 type SessionView struct {
-	ID              string     `json:"id"`
-	AgentID         string     `json:"agent_id"`
-	ContactID       string     `json:"contact_id"`
-	Status          string     `json:"status"`
-	IntentScore     int        `json:"intent_score"`
-	DurationSeconds int        `json:"duration_seconds"`
-	MeetingBooked   bool       `json:"meeting_booked"`
-	ReplayURL       *string    `json:"replay_url"`
-	Signals         Signals    `json:"signals"`
-	StartedAt       Timestamp  `json:"started_at"`
-	EndedAt         *Timestamp `json:"ended_at"`
+	ID              string  `json:"id"`
+	AgentID         string  `json:"agent_id"`
+	ContactID       string  `json:"contact_id"`
+	Status          string  `json:"status"`
+	IntentScore     int     `json:"intent_score"`
+	DurationSeconds int     `json:"duration_seconds"`
+	MeetingBooked   bool    `json:"meeting_booked"`
+	ReplayURL       *string `json:"replay_url"`
+	Signals         Signals `json:"signals"`
+	StartedAt       string  `json:"started_at"`
+	EndedAt         *string `json:"ended_at"`
 }
 
 func (s *session) view() SessionView {
@@ -216,14 +221,14 @@ func (s *session) view() SessionView {
 		DurationSeconds: int(s.duration),
 		MeetingBooked:   s.meeting != nil,
 		Signals:         Signals{Interest: int(s.signals[0]), Objections: int(s.signals[1]), BuyingSignals: int(s.signals[2])},
-		StartedAt:       stamp(s.startedAt),
+		StartedAt:       apiTime(s.startedAt),
 	}
 	if s.replayURL != "" {
 		u := s.replayURL
 		v.ReplayURL = &u
 	}
 	if s.endedAt != 0 {
-		t := stamp(s.endedAt)
+		t := apiTime(s.endedAt)
 		v.EndedAt = &t
 	}
 	return v

@@ -368,7 +368,7 @@ func TestUpdateAgentBumpsUpdatedAtOnlyWhenAFieldIsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !time.Time(got.UpdatedAt).After(time.Time(ag.UpdatedAt)) {
+	if got.UpdatedAt <= ag.UpdatedAt { // RFC 3339 UTC strings sort as times
 		t.Errorf("updated_at %s did not move past %s", got.UpdatedAt, ag.UpdatedAt)
 	}
 	if got.CreatedAt != ag.CreatedAt {

@@ -1,0 +1,124 @@
+package projections
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// JSONAppender is a value that writes its own JSON, byte for byte what
+// encoding/json would write, without reflection. The hottest reads (a
+// session, a page of sessions) use it.
+type JSONAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// AppendJSON writes v as encoding/json would.
+func (v *SessionView) AppendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, v.ID)
+	b = append(b, `,"agent_id":`...)
+	b = appendString(b, v.AgentID)
+	b = append(b, `,"contact_id":`...)
+	b = appendString(b, v.ContactID)
+	b = append(b, `,"status":`...)
+	b = appendString(b, v.Status)
+	b = append(b, `,"intent_score":`...)
+	b = strconv.AppendInt(b, int64(v.IntentScore), 10)
+	b = append(b, `,"duration_seconds":`...)
+	b = strconv.AppendInt(b, int64(v.DurationSeconds), 10)
+	b = append(b, `,"meeting_booked":`...)
+	b = strconv.AppendBool(b, v.MeetingBooked)
+	b = append(b, `,"replay_url":`...)
+	b = appendOptString(b, v.ReplayURL)
+	b = append(b, `,"signals":{"interest":`...)
+	b = strconv.AppendInt(b, int64(v.Signals.Interest), 10)
+	b = append(b, `,"objections":`...)
+	b = strconv.AppendInt(b, int64(v.Signals.Objections), 10)
+	b = append(b, `,"buying_signals":`...)
+	b = strconv.AppendInt(b, int64(v.Signals.BuyingSignals), 10)
+	b = append(b, `},"started_at":`...)
+	b = appendString(b, v.StartedAt)
+	b = append(b, `,"ended_at":`...)
+	b = appendOptString(b, v.EndedAt)
+	return append(b, '}')
+}
+
+// AppendJSON writes {"data":[…]} when the items write their own JSON.
+func (p Page[T]) AppendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"data":[`...)
+	for i := range p.Data {
+		a, ok := any(&p.Data[i]).(JSONAppender)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = a.AppendJSON(b)
+	}
+	return append(b, "]}"...), true
+}
+
+func appendOptString(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendString(b, *s)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString quotes s as encoding/json does with SetEscapeHTML(false):
+// quotes, backslashes and control characters escaped, invalid UTF-8 as
+// U+FFFD, U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
