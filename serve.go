@@ -70,39 +70,20 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer log.Close()
 	reseedAfterOpen(cfg, ids, log)
-	state, err := projections.Open(log, projections.Options{
-		HotThreshold: cfg.Leads.HotThreshold, SnapshotEvery: cfg.Snapshot.Every, Logger: logger,
-	})
-	if err != nil {
-		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
-	}
-	defer state.Close()
-	info := state.LoadInfo()
-	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
-		"took", info.Took, "snapshot_ignored", info.Ignored)
-	if err := c.bootstrap(cfg, state, logger); err != nil {
-		return err
-	}
 
-	api := demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics, Clock: ids.Now})
+	// Listen before rebuilding the state, so that /healthz answers and
+	// /readyz says 503 while the log replays.
+	api := demohttp.NewServer(demohttp.Deps{Log: log, Config: cfg, Logger: logger, Metrics: metrics, Clock: ids.Now})
 	apiLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
-	if err != nil {
-		apiLn.Close()
-		return err
-	}
 	infoPath := filepath.Join(cfg.DataDir, serveInfoFile)
 	if err := writeServeInfo(infoPath, apiLn.Addr().String()); err != nil {
 		apiLn.Close()
-		adminLn.Close()
 		return err
 	}
 	defer os.Remove(infoPath)
-	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
-
 	apiSrv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
@@ -112,12 +93,35 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	admin := &demohttp.Admin{Log: log, State: state}
-	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	errc := make(chan error, 2)
 	go func() { errc <- apiSrv.Serve(apiLn) }()
+	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "head_seq", log.DurableSeq())
+
+	state, err := projections.Open(log, projections.Options{
+		HotThreshold: cfg.Leads.HotThreshold, SnapshotEvery: cfg.Snapshot.Every, Logger: logger,
+	})
+	if err != nil {
+		apiSrv.Close()
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	defer state.Close()
+	info := state.LoadInfo()
+	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
+		"took", info.Took, "snapshot_ignored", info.Ignored)
+	if err := c.bootstrap(cfg, state, logger); err != nil {
+		apiSrv.Close()
+		return err
+	}
+	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
+	if err != nil {
+		apiSrv.Close()
+		return err
+	}
+	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
+	admin := &demohttp.Admin{Log: log, State: state}
+	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
-	api.SetReady(true)
+	api.SetState(state)
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 

@@ -27,7 +27,7 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.CreateAgent(r.Context(), principal(r), in, idem)
+	v, err := s.st().CreateAgent(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -36,7 +36,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
+	page, err := s.st().Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -45,7 +45,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Agent(principal(r).Account.ID, param(r, "id"))
+	v, err := s.st().Agent(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -70,7 +70,7 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
-	v, err := s.deps.State.UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
+	v, err := s.st().UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -84,13 +84,13 @@ func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.StartSession(r.Context(), principal(r), in, idem)
+	v, err := s.st().StartSession(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
 // sessionAction handles the POST /v1/sessions/{id}/… actions that take
 // figures.
-func (s *Server) sessionAction(act func(ctx context.Context, pr projections.Principal, id string, f projections.Figures, idem *projections.Idempotency) (any, error)) http.HandlerFunc {
+func (s *Server) sessionAction(act func(p *projections.Projections, ctx context.Context, pr projections.Principal, id string, f projections.Figures, idem *projections.Idempotency) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var f projections.Figures
 		body, ok := s.decodeBody(w, r, &f)
@@ -101,7 +101,7 @@ func (s *Server) sessionAction(act func(ctx context.Context, pr projections.Prin
 		if !ok {
 			return
 		}
-		v, err := act(r.Context(), principal(r), param(r, "id"), f, idem)
+		v, err := act(s.st(), r.Context(), principal(r), param(r, "id"), f, idem)
 		s.respond(w, r, http.StatusOK, v, err)
 	}
 }
@@ -116,7 +116,7 @@ func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
+	v, err := s.st().BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -127,7 +127,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	qs := r.URL.Query()
 	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
-	page, err := s.deps.State.Sessions(principal(r).Account.ID, f, q)
+	page, err := s.st().Sessions(principal(r).Account.ID, f, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Session(principal(r).Account.ID, param(r, "id"))
+	v, err := s.st().Session(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -145,7 +145,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Contacts(principal(r).Account.ID, q)
+	page, err := s.st().Contacts(principal(r).Account.ID, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -154,7 +154,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Contact(principal(r).Account.ID, param(r, "id"))
+	v, err := s.st().Contact(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 

@@ -103,6 +103,11 @@ func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
 // when the client address or the account is over its limit.
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.st() == nil {
+			w.Header().Set("Retry-After", "1")
+			s.writeError(w, r, projections.Errorf(projections.EUnavailable, "starting: the state is being rebuilt from the log; retry shortly"))
+			return
+		}
 		p, err := s.authenticate(r)
 		if err != nil {
 			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
@@ -146,7 +151,7 @@ func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 	if key == "" {
 		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "the Bearer token is empty")
 	}
-	p, found := s.deps.State.Authenticate(key)
+	p, found := s.st().Authenticate(key)
 	if !found {
 		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "invalid API key")
 	}

@@ -38,9 +38,9 @@ func (s *Server) routes() http.Handler {
 	api(http.MethodPost, "/v1/sessions", s.handleStartSession)
 	api(http.MethodGet, "/v1/sessions", s.handleListSessions)
 	api(http.MethodGet, "/v1/sessions/:id", s.handleGetSession)
-	api(http.MethodPost, "/v1/sessions/:id/progress", s.sessionAction(s.deps.State.ProgressSession))
-	api(http.MethodPost, "/v1/sessions/:id/complete", s.sessionAction(s.deps.State.CompleteSession))
-	api(http.MethodPost, "/v1/sessions/:id/abandon", s.sessionAction(s.deps.State.AbandonSession))
+	api(http.MethodPost, "/v1/sessions/:id/progress", s.sessionAction((*projections.Projections).ProgressSession))
+	api(http.MethodPost, "/v1/sessions/:id/complete", s.sessionAction((*projections.Projections).CompleteSession))
+	api(http.MethodPost, "/v1/sessions/:id/abandon", s.sessionAction((*projections.Projections).AbandonSession))
 	api(http.MethodPost, "/v1/sessions/:id/meeting", s.handleBookMeeting)
 
 	api(http.MethodGet, "/v1/contacts", s.handleListContacts)

@@ -17,7 +17,9 @@ import (
 
 // Deps is what the API server needs.
 type Deps struct {
-	Log     *eventlog.Log
+	Log *eventlog.Log
+	// State may be nil at construction: the server then answers /v1 with
+	// 503 until SetState, which a server gets once replay is done.
 	State   *projections.Projections
 	Config  *config.Config
 	Logger  *slog.Logger
@@ -32,6 +34,7 @@ type Server struct {
 	deps     Deps
 	ready    atomic.Bool
 	stopping atomic.Bool
+	state    atomic.Pointer[projections.Projections]
 	handler  http.Handler
 	reqIDs   *eventlog.RequestIDs
 	accounts *Limiters // per account
@@ -57,9 +60,21 @@ func NewServer(d Deps) *Server {
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}
+	if d.State != nil {
+		s.state.Store(d.State)
+	}
 	s.handler = s.routes()
 	return s
 }
+
+// SetState gives the server the rebuilt state and marks it ready.
+func (s *Server) SetState(p *projections.Projections) {
+	s.state.Store(p)
+	s.ready.Store(true)
+}
+
+// st returns the state; the authenticated middleware has checked it is set.
+func (s *Server) st() *projections.Projections { return s.state.Load() }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, r) }

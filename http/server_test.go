@@ -208,3 +208,35 @@ func TestTenThousandBadKeysFromOneAddressStayBounded(t *testing.T) {
 		t.Errorf("%d per-address buckets for one address", n)
 	}
 }
+
+func TestNotReadyUntilTheStateIsRebuilt(t *testing.T) {
+	ts := newTestServer(t, nil)
+	s := NewServer(Deps{Log: ts.deps.Log, Config: ts.deps.Config, Logger: ts.deps.Logger})
+	get := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+ts.key)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		return w
+	}
+	if w := get("/healthz"); w.Code != 200 {
+		t.Errorf("/healthz while replaying = %d, want 200", w.Code)
+	}
+	if w := get("/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"starting"`) {
+		t.Errorf("/readyz while replaying = %d %s, want 503 starting", w.Code, w.Body)
+	}
+	if w := get("/v1/account"); w.Code != 503 || errorOf(t, w).Code != "unavailable" || w.Header().Get("Retry-After") == "" {
+		t.Errorf("/v1/account while replaying = %d %s, want 503 unavailable with Retry-After", w.Code, w.Body)
+	}
+	s.SetState(ts.state)
+	if w := get("/readyz"); w.Code != 200 {
+		t.Errorf("/readyz when ready = %d", w.Code)
+	}
+	if w := get("/v1/account"); w.Code != 200 {
+		t.Errorf("/v1/account when ready = %d %s", w.Code, w.Body)
+	}
+	s.SetStopping()
+	if w := get("/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"stopping"`) {
+		t.Errorf("/readyz when stopping = %d %s, want 503 stopping", w.Code, w.Body)
+	}
+}
