@@ -150,7 +150,7 @@ func openLocal(cfg *config.Config, withState bool) (*localData, error) {
 	reseedAfterOpen(cfg, ids, log)
 	d := &localData{store: store, log: log}
 	if withState {
-		if d.state, err = projections.Open(log, projections.Options{HotThreshold: cfg.Leads.HotThreshold, SnapshotEvery: cfg.Snapshot.Every}); err != nil {
+		if d.state, err = projections.Open(log, projectionOptions(cfg, nil, nil)); err != nil {
 			log.Close()
 			store.Close()
 			return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -59,7 +59,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	if cfg.Testing.Seed != 0 || cfg.Testing.Clock != "" {
 		logger.Warn("testing.seed or testing.clock is set: ids, secrets or time are deterministic; never use this in production")
 	}
-	if _, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader()); err != nil {
+	masterKey, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader())
+	if err != nil {
+		return err
+	}
+	sealer, err := eventlog.NewSealer(masterKey, ids.Reader())
+	if err != nil {
 		return err
 	}
 	var log *eventlog.Log
@@ -97,9 +102,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	go func() { errc <- apiSrv.Serve(apiLn) }()
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "head_seq", log.DurableSeq())
 
-	state, err := projections.Open(log, projections.Options{
-		HotThreshold: cfg.Leads.HotThreshold, SnapshotEvery: cfg.Snapshot.Every, Logger: logger,
-	})
+	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
 	if err != nil {
 		apiSrv.Close()
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
@@ -146,6 +149,18 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	logger.Info("stopped", "head_seq", log.DurableSeq())
 	return serveErr
+}
+
+// projectionOptions are the settings commands are decided with.
+func projectionOptions(cfg *config.Config, sealer *eventlog.Sealer, logger *slog.Logger) projections.Options {
+	return projections.Options{
+		HotThreshold:         cfg.Leads.HotThreshold,
+		SnapshotEvery:        cfg.Snapshot.Every,
+		Logger:               logger,
+		Sealer:               sealer,
+		MaxWebhooks:          cfg.Webhooks.MaxPerAccount,
+		AllowPrivateNetworks: cfg.Delivery.AllowPrivateNetworks,
+	}
 }
 
 // bootstrap creates account "default" and its first key when the log has

@@ -308,3 +308,43 @@ func (o optString) ptr() *string {
 	v := o.v
 	return &v
 }
+
+func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
+	var in projections.WebhookInput
+	body, ok := s.decodeBody(w, r, &in)
+	if !ok {
+		return
+	}
+	idem, ok := s.idempotency(w, r, body, http.StatusCreated)
+	if !ok {
+		return
+	}
+	v, err := s.st().RegisterWebhook(r.Context(), principal(r), in, idem)
+	s.respond(w, r, http.StatusCreated, v, err)
+}
+
+func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.listQuery(w, r)
+	if !ok {
+		return
+	}
+	page, err := s.st().Webhooks(principal(r).Account.ID, q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writePage(w, r, q, page, func(v projections.WebhookView) string { return v.ID })
+}
+
+func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
+	v, err := s.st().Webhook(principal(r).Account.ID, param(r, "id"))
+	s.respond(w, r, http.StatusOK, v, err)
+}
+
+func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
+	if err := s.st().DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

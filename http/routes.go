@@ -45,6 +45,11 @@ func (s *Server) routes() http.Handler {
 
 	api(http.MethodGet, "/v1/contacts", s.handleListContacts)
 	api(http.MethodGet, "/v1/contacts/:id", s.handleGetContact)
+
+	api(http.MethodPost, "/v1/webhooks", s.handleRegisterWebhook)
+	api(http.MethodGet, "/v1/webhooks", s.handleListWebhooks)
+	api(http.MethodGet, "/v1/webhooks/:id", s.handleGetWebhook)
+	api(http.MethodDelete, "/v1/webhooks/:id", s.handleDeleteWebhook)
 	return r
 }
 

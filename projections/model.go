@@ -87,6 +87,7 @@ type tenant struct {
 	emails   map[string]*contact
 	sessions []*session // creation order
 	byStatus [statusCount]*btree.BTreeG[*session]
+	webhooks []*webhook // registration order; deleted ones removed
 }
 
 func newTenant(a *Account) *tenant {

@@ -82,10 +82,16 @@ type Options struct {
 	SnapshotEvery int
 	// Logger receives snapshot outcomes; nil discards them.
 	Logger *slog.Logger
+	// Sealer seals webhook secrets under the master key.
+	Sealer *eventlog.Sealer
+	// MaxWebhooks caps an account's webhooks; 0 means no cap.
+	MaxWebhooks int
+	// AllowPrivateNetworks lets webhooks point at private addresses.
+	AllowPrivateNetworks bool
 }
 
 // DefaultOptions are the settings of an unconfigured service.
-var DefaultOptions = Options{HotThreshold: 80}
+var DefaultOptions = Options{HotThreshold: 80, MaxWebhooks: 25}
 
 // LoadInfo says how the state was rebuilt at Open.
 type LoadInfo struct {

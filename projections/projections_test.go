@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,12 @@ func openEnv(t *testing.T, dir string, opts Options) *env {
 	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(clock.now)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Sealer == nil {
+		opts.Sealer, err = eventlog.NewSealer(make([]byte, eventlog.MasterKeySize), crand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := Open(log, opts)
 	if err != nil {
@@ -117,6 +124,10 @@ func dump(s *State) string {
 			enc.Encode(ses.view())
 			fmt.Fprintf(&b, " hot %v meeting %+v\n", ses.hot, ses.meeting)
 		}
+		for _, w := range t.webhooks {
+			enc.Encode(w.view())
+			fmt.Fprintf(&b, " webhook seq %d secret %x\n", w.seq, w.secret)
+		}
 		for st, tree := range t.byStatus {
 			fmt.Fprintf(&b, " status %d:", st)
 			tree.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })
@@ -149,11 +160,11 @@ func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 			for i := 0; i < 2; i++ {
 				prs = append(prs, e.account(fmt.Sprintf("acc%d", i)))
 			}
-			var agents, sessions, contacts []string
+			var agents, sessions, contacts, webhooks []string
 			score := func() *int { v := rng.IntN(101); return &v }
 			sig := func() *Signals { return &Signals{rng.IntN(101), rng.IntN(101), rng.IntN(101)} }
 			url := "https://replay.example.com/x"
-			for i := 0; i < 400; i++ {
+			for i := 0; i < 600; i++ {
 				pr := prs[rng.IntN(len(prs))]
 				pick := func(ids []string) string {
 					if len(ids) == 0 {
@@ -196,9 +207,20 @@ func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 				case op == 8:
 					_, err = e.p.BookMeeting(ctx, pr, pick(sessions), MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}, nil)
 				default:
-					if rng.IntN(4) == 0 {
+					switch rng.IntN(4) {
+					case 0:
 						if _, err := e.p.SaveSnapshot(); err != nil {
 							t.Fatal(err)
+						}
+					case 1:
+						var v any
+						v, err = e.p.RegisterWebhook(ctx, pr, WebhookInput{URL: "https://hooks.example.com/" + fmt.Sprint(i), Events: []string{"lead.hot", "demo.completed"}}, nil)
+						if err == nil {
+							webhooks = append(webhooks, v.(WebhookView).ID)
+						}
+					case 2:
+						if len(webhooks) > 0 {
+							err = e.p.DeleteWebhook(ctx, pr, webhooks[rng.IntN(len(webhooks))])
 						}
 					}
 				}

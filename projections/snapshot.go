@@ -13,7 +13,7 @@ import (
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 4 << 20
@@ -108,6 +108,18 @@ func (s *State) encodeSnapshot() ([]byte, error) {
 			} else {
 				w.bool(false)
 			}
+		}
+		w.len(len(t.webhooks))
+		for _, wh := range t.webhooks {
+			w.str(wh.id)
+			w.uint(wh.seq)
+			w.str(wh.url)
+			w.len(len(wh.events))
+			for _, e := range wh.events {
+				w.str(e)
+			}
+			w.bytes(wh.secret)
+			w.int(wh.createdAt)
 		}
 	}
 	return w.buf, w.err
@@ -282,6 +294,18 @@ func decodeSnapshot(b []byte) (*State, error) {
 			ses.agent.sessions = append(ses.agent.sessions, ses)
 			ses.contact.sessions = append(ses.contact.sessions, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(ses)
+		}
+		t.webhooks = make([]*webhook, r.len())
+		for i := range t.webhooks {
+			wh := &webhook{id: r.str(), tenant: t, seq: r.uint(), url: r.str()}
+			wh.events = make([]string, r.len())
+			for j := range wh.events {
+				wh.events[j] = r.str()
+			}
+			wh.secret = append(eventlog.Sealed(nil), r.raw()...)
+			wh.createdAt = r.int()
+			t.webhooks[i] = wh
+			s.webhooks[wh.id] = wh
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {

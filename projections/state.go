@@ -25,6 +25,7 @@ type State struct {
 	agents   map[ID]*agent
 	contacts map[ID]*contact
 	sessions map[ID]*session
+	webhooks map[string]*webhook
 }
 
 // Account is a tenant. Everything else belongs to exactly one account.
@@ -74,6 +75,7 @@ func NewState() *State {
 		agents:     map[ID]*agent{},
 		contacts:   map[ID]*contact{},
 		sessions:   map[ID]*session{},
+		webhooks:   map[string]*webhook{},
 	}
 }
 
@@ -131,9 +133,12 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 		err = s.applySessionAbandoned(rec, p)
 	case *MeetingBooked:
 		err = s.applyMeetingBooked(rec, p)
+	case *WebhookRegistered:
+		err = s.applyWebhookRegistered(rec, p)
+	case *WebhookDeleted:
+		err = s.applyWebhookDeleted(rec, p)
 	default:
-		// Events of entities not projected yet (webhooks) are accepted;
-		// the log stays the truth.
+		err = errorf("no projection for %T", payload)
 	}
 	if err != nil {
 		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)

@@ -1,0 +1,246 @@
+package projections
+
+import (
+	"context"
+	"encoding/base64"
+	"net"
+	"net/netip"
+	"net/url"
+
+	"demosvc/eventlog"
+)
+
+// Webhook event names, as subscribed and as sent.
+var webhookEvents = []string{"contact.created", "demo.abandoned", "demo.completed", "lead.hot", "meeting.booked"}
+
+// SecretPrefix starts every webhook signing secret.
+const SecretPrefix = "whsec_"
+
+// webhookSecretBytes is the entropy of a signing secret.
+const webhookSecretBytes = 32
+
+type webhook struct {
+	id        string
+	tenant    *tenant
+	seq       uint64 // of webhook.registered: the list order and the first event it may receive
+	url       string
+	events    []string
+	secret    eventlog.Sealed
+	createdAt int64
+}
+
+// WebhookView is a webhook as the API shows it; Secret is set only in the
+// answer to its registration.
+type WebhookView struct {
+	ID        string   `json:"id"`
+	URL       string   `json:"url"`
+	Events    []string `json:"events"`
+	Status    string   `json:"status"`
+	CreatedAt string   `json:"created_at"`
+	Secret    string   `json:"secret,omitempty"`
+}
+
+func (w *webhook) view() WebhookView {
+	return WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: "enabled", CreatedAt: apiTime(w.createdAt)}
+}
+
+// WebhookInput is the body of POST /v1/webhooks.
+type WebhookInput struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+}
+
+// Validate checks a registration: an absolute http(s) URL without
+// credentials, and a non-empty list of known, distinct event names. With
+// allowPrivate false, a URL whose host is a literal address in a private,
+// loopback, link-local, CGNAT, unique-local, unspecified or multicast range
+// is refused (names are checked again on the address dialled, when sent).
+func (in *WebhookInput) Validate(allowPrivate bool) error {
+	if err := checkURL("url", in.URL); err != nil {
+		return err
+	}
+	if !allowPrivate {
+		u, _ := url.Parse(in.URL)
+		if addr, err := netip.ParseAddr(u.Hostname()); err == nil && !PublicAddr(addr) {
+			return ParamErrorf(EInvalid, "url", "the URL's host %s is not a public address; deliveries there are refused (delivery.allow_private_networks)", addr)
+		}
+	}
+	if len(in.Events) == 0 {
+		return ParamErrorf(EInvalid, "events", "must name at least one event: %v", webhookEvents)
+	}
+	seen := map[string]bool{}
+	for i, e := range in.Events {
+		if !contains(webhookEvents, e) {
+			return ParamErrorf(EInvalid, "events", "events[%d] %q is not an event; known: %v", i, e, webhookEvents)
+		}
+		if seen[e] {
+			return ParamErrorf(EInvalid, "events", "events[%d] %q is listed twice", i, e)
+		}
+		seen[e] = true
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cgnat is the shared address space of RFC 6598.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// PublicAddr reports whether deliveries may go to addr when private
+// networks are not allowed: not loopback, private (RFC 1918, unique-local),
+// link-local (the cloud metadata address 169.254.169.254 among them),
+// CGNAT, unspecified or multicast.
+func PublicAddr(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	return !(addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() || cgnat.Contains(addr) ||
+		!addr.IsValid())
+}
+
+// PublicIP is PublicAddr for a net.IP.
+func PublicIP(ip net.IP) bool {
+	addr, ok := netip.AddrFromSlice(ip)
+	return ok && PublicAddr(addr)
+}
+
+// RegisterWebhook registers a webhook and answers its signing secret, the
+// only time it is shown. The log holds the secret sealed under the master
+// key.
+func (p *Projections) RegisterWebhook(ctx context.Context, pr Principal, in WebhookInput, idem *Idempotency) (any, error) {
+	if err := in.Validate(p.opts.AllowPrivateNetworks); err != nil {
+		return nil, err
+	}
+	if p.opts.Sealer == nil {
+		return nil, Errorf(EInternal, "no master key to seal webhook secrets with")
+	}
+	secret := SecretPrefix + base64.StdEncoding.EncodeToString(p.log.IDs().Random(webhookSecretBytes))
+	sealed, err := p.opts.Sealer.Seal([]byte(secret))
+	if err != nil {
+		return nil, err
+	}
+	id := p.log.IDs().New(PrefixWebhook)
+	max := p.opts.MaxWebhooks
+	return p.Do(ctx, Command{
+		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Decide: func(s *State) ([]any, []eventlog.Put, error) {
+			if t := s.tenants[pr.Account.ID]; t != nil && max > 0 && len(t.webhooks) >= max {
+				return nil, nil, Errorf(ELimitExceeded, "an account can have at most %d webhooks; delete one first", max)
+			}
+			return []any{&WebhookRegistered{WebhookID: id, URL: in.URL, Events: in.Events, Secret: sealed}}, nil, nil
+		},
+		Result: func(s *State) any {
+			v := s.webhooks[id].view()
+			v.Secret = secret
+			return v
+		},
+	})
+}
+
+// DeleteWebhook removes a webhook: nothing more is sent to it.
+func (p *Projections) DeleteWebhook(ctx context.Context, pr Principal, webhookID string) error {
+	_, err := p.Do(ctx, Command{
+		Account: pr.Account.ID, Actor: pr.KeyID,
+		Decide: func(s *State) ([]any, []eventlog.Put, error) {
+			if w := s.webhooks[webhookID]; w == nil || w.tenant.account.ID != pr.Account.ID {
+				return nil, nil, notFound("webhook", webhookID)
+			}
+			return []any{&WebhookDeleted{WebhookID: webhookID}}, nil, nil
+		},
+	})
+	return err
+}
+
+// Webhook returns one webhook of account, without its secret.
+func (p *Projections) Webhook(account, webhookID string) (WebhookView, error) {
+	var v WebhookView
+	var found bool
+	p.View(func(s *State) {
+		if w := s.webhooks[webhookID]; w != nil && w.tenant.account.ID == account {
+			v, found = w.view(), true
+		}
+	})
+	if !found {
+		return WebhookView{}, notFound("webhook", webhookID)
+	}
+	return v, nil
+}
+
+// Webhooks lists the webhooks of account, most recent first.
+func (p *Projections) Webhooks(account string, q ListQuery) (Page[WebhookView], error) {
+	page := Page[WebhookView]{Data: []WebhookView{}}
+	var err error
+	p.View(func(s *State) {
+		t := s.tenants[account]
+		if t == nil {
+			return
+		}
+		start := len(t.webhooks) - 1
+		if q.StartingAfter != "" {
+			w := s.webhooks[q.StartingAfter]
+			if w == nil || w.tenant != t {
+				err = ParamErrorf(EInvalid, "starting_after", "no webhook %q in this account", q.StartingAfter)
+				return
+			}
+			start = indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq }) - 1
+		}
+		for i := start; i >= 0; i-- {
+			if len(page.Data) == q.Limit {
+				page.More = true
+				break
+			}
+			page.Data = append(page.Data, t.webhooks[i].view())
+		}
+	})
+	return page, err
+}
+
+func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistered) error {
+	t, err := s.tenantOf(rec)
+	if err != nil {
+		return err
+	}
+	if s.webhooks[p.WebhookID] != nil {
+		return errorf("webhook %s exists", p.WebhookID)
+	}
+	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
+		secret: p.Secret, createdAt: unix(rec.Time)}
+	s.webhooks[w.id] = w
+	t.webhooks = append(t.webhooks, w)
+	return nil
+}
+
+func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
+	w := s.webhooks[p.WebhookID]
+	if w == nil || w.tenant.account.ID != rec.Account {
+		return errorf("deleting unknown webhook %s", p.WebhookID)
+	}
+	delete(s.webhooks, w.id)
+	t := w.tenant
+	i := indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq })
+	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
+	return nil
+}
+
+// Validate checks a webhook.registered payload.
+func (p *WebhookRegistered) Validate() error {
+	if err := checkIDField("webhook_id", PrefixWebhook, p.WebhookID); err != nil {
+		return err
+	}
+	if len(p.Secret) == 0 {
+		return ParamErrorf(EInvalid, "secret", "must be sealed")
+	}
+	in := WebhookInput{URL: p.URL, Events: p.Events}
+	return in.Validate(true)
+}
+
+// Validate checks a webhook.deleted payload.
+func (p *WebhookDeleted) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
+}
