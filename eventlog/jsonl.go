@@ -190,7 +190,7 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 		Version   int             `json:"version"`
 		Time      *time.Time      `json:"time"`
 		AccountID *string         `json:"account_id"`
-		Actor     string          `json:"actor"`
+		Actor     *string         `json:"actor"`
 		Data      json.RawMessage `json:"data"`
 		Hash      string          `json:"hash"`
 	}
@@ -199,8 +199,8 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 	if err := dec.Decode(&j); err != nil {
 		return nil, "", fmt.Errorf("malformed record: %v", err)
 	}
-	if dec.More() {
-		return nil, "", errors.New("malformed record: more than one JSON value on the line")
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", errors.New("malformed record: data after the JSON object")
 	}
 	switch {
 	case j.Seq != nil && *j.Seq != seq:
@@ -221,8 +221,9 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 	if j.Version == 0 {
 		j.Version = reg.Latest(j.Type)
 	}
-	if j.Actor == "" {
-		j.Actor = "cli"
+	actor := "cli" // left out of a hand-written line; an export always has it
+	if j.Actor != nil {
+		actor = *j.Actor
 	}
 	payload, err := reg.PayloadFromJSON(j.Type, j.Version, j.Data)
 	if err != nil {
@@ -232,7 +233,7 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 	if j.ID == "" {
 		j.ID = derivedEventID(seq, t)
 	}
-	rec := &Record{Seq: seq, ID: j.ID, Type: j.Type, Version: j.Version, Time: t, Account: *j.AccountID, Actor: j.Actor, Payload: payload}
+	rec := &Record{Seq: seq, ID: j.ID, Type: j.Type, Version: j.Version, Time: t, Account: *j.AccountID, Actor: actor, Payload: payload}
 	return rec, strings.ToLower(j.Hash), nil
 }
 

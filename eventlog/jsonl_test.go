@@ -335,7 +335,7 @@ func TestImportRefusesABadLineAndImportsNothing(t *testing.T) {
 		{"hash of an edited record", edit(func(r map[string]any) { r["account_id"] = "acc_other" }), 2, "does not match"},
 		{"a later hash once an earlier record changed", edit(func(r map[string]any) { delete(r, "hash"); r["actor"] = "key_other" }), 3, "does not match"},
 		{"bad JSON", good + `{"type":"note","time":` + "\n", 2, "malformed"},
-		{"two JSON values on one line", good + strings.TrimSpace(good) + " " + good, 2, "more than one"},
+		{"two JSON values on one line", good + strings.TrimSpace(good) + " " + good, 2, "data after the JSON object"},
 		{"unknown field", edit(func(r map[string]any) { r["colour"] = "red" }), 2, "colour"},
 		{"unknown type", good + `{"type":"nope","time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 2, "unknown event type"},
 		{"unknown version", good + `{"type":"note","version":2,"time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 2, "no version 2"},
@@ -535,5 +535,39 @@ func TestToJSONHidesSealedValuesAtAnyDepth(t *testing.T) {
 	want := `{"by_env":{"prod":"[sealed]"},"inner":{"count":12345678901,"token":"[sealed]"},"keys":["[sealed]","[sealed]"],"label":"{\"$sealed\":\"not really\"}"}`
 	if string(j.Data) != want {
 		t.Errorf("data = %s\nwant   %s", j.Data, want)
+	}
+}
+
+func TestEmptyActorAndTrailingBracketsRoundTrip(t *testing.T) {
+	h := openHarness(t, "")
+	if _, err := h.log.Append(context.Background(), []Event{{Account: "acc_1", Payload: note{N: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := h.log.Export(&buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	dst := openHarness(t, "")
+	dst.close()
+	store, err := OpenStore(dst.dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if n, err := Import(store, testRegistry(), bytes.NewReader(buf.Bytes()), nil); err != nil || n != 1 {
+		t.Fatalf("re-import of a record with an empty actor = %d, %v", n, err)
+	}
+	bad := bytes.TrimSpace(buf.Bytes())
+	for _, suffix := range []string{"}", "]"} {
+		other := t.TempDir()
+		s2, err := OpenStore(other, StoreOptions{Create: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Import(s2, testRegistry(), bytes.NewReader(append(append([]byte(nil), bad...), suffix...)), nil)
+		s2.Close()
+		if err == nil {
+			t.Errorf("a line ending in an extra %q was imported", suffix)
+		}
 	}
 }

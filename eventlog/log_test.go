@@ -504,3 +504,29 @@ func TestTxnGroupsCommandsAndAbortLeavesNoTrace(t *testing.T) {
 		t.Errorf("Verify = %d, %v; want 4, nil", n, err)
 	}
 }
+
+func TestARefusedPutLeavesNoTraceInTheTxn(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	tx, err := h.log.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Add([]Event{{Payload: note{N: 1}}, {Payload: note{N: 2}}}, Put{Key: logKey(99), Value: []byte("x")}); err == nil {
+		t.Fatal("a put into the log keyspace was accepted")
+	}
+	if _, err := tx.Add([]Event{{Payload: note{N: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	h = openHarness(t, dir)
+	if got := h.log.DurableSeq(); got != 1 {
+		t.Errorf("head after reopen = %d, want 1: the refused call's records reached the batch", got)
+	}
+	if n, err := h.log.Verify(); err != nil || n != 1 {
+		t.Errorf("Verify = %d, %v", n, err)
+	}
+}

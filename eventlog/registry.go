@@ -203,6 +203,7 @@ func marshalPayload(v any) ([]byte, error) {
 	enc.Reset(&buf)
 	enc.UseCompactInts(true)
 	enc.SetCustomStructTag("json")
+	enc.SetSortMapKeys(true) // re-encoding an import must give the same bytes
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}

@@ -35,16 +35,27 @@ type sealedJSON struct {
 // MarshalJSON renders the ciphertext as {"$sealed":"<base64>"}.
 func (s Sealed) MarshalJSON() ([]byte, error) { return json.Marshal(sealedJSON{Sealed: s}) }
 
-// UnmarshalJSON accepts only the {"$sealed":"<base64>"} form, so a fixture
-// can never smuggle a plaintext secret into the log.
+// UnmarshalJSON accepts only the {"$sealed":…} form (base64, or null for
+// no value), so a fixture can never smuggle a plaintext secret into the
+// log.
 func (s *Sealed) UnmarshalJSON(b []byte) error {
-	var v sealedJSON
+	var v struct {
+		Sealed json.RawMessage `json:"$sealed"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil || v.Sealed == nil {
 		return errors.New(`a sealed field must be {"$sealed":"<base64>"}`)
 	}
-	*s = v.Sealed
+	if string(v.Sealed) == "null" {
+		*s = nil
+		return nil
+	}
+	var raw []byte
+	if err := json.Unmarshal(v.Sealed, &raw); err != nil {
+		return errors.New(`a sealed field must be {"$sealed":"<base64>"}`)
+	}
+	*s = raw
 	return nil
 }
 
@@ -123,10 +134,28 @@ func LoadMasterKey(dir, configured string, random io.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(random, key); err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(path, key, 0o600); err != nil {
+	// Write a temp file and rename it, so a crash never leaves a short key.
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	if err := writeFileSync(tmp, key, 0o600); err != nil {
+		return nil, fmt.Errorf("creating master key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("creating master key: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
 		return nil, fmt.Errorf("creating master key: %w", err)
 	}
 	return key, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // writeFileSync creates path exclusively and makes it durable, directory

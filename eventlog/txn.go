@@ -53,6 +53,13 @@ func (t *Txn) Add(events []Event, puts ...Put) ([]Record, error) {
 }
 
 func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
+	// Check everything before anything reaches the batch: a refused call
+	// must leave no trace in it.
+	for _, p := range puts {
+		if len(p.Key) == 0 || p.Key[0] == prefixLog {
+			return nil, fmt.Errorf("put key %q is in the log keyspace", p.Key)
+		}
+	}
 	recs := make([]Record, len(events))
 	vals := make([][]byte, len(events))
 	seq, hash := t.next, t.hash
@@ -75,9 +82,6 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 		}
 	}
 	for _, p := range puts {
-		if len(p.Key) == 0 || p.Key[0] == prefixLog {
-			return nil, fmt.Errorf("put key %q is in the log keyspace", p.Key)
-		}
 		if err := t.batch.Set(p.Key, p.Value, nil); err != nil {
 			return nil, t.fail(err)
 		}
