@@ -142,7 +142,6 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxImportLine)
 	var prev [HashSize]byte
-	var buf bytes.Buffer
 	seq := uint64(1)
 	line := 0
 	for sc.Scan() {
@@ -155,7 +154,7 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 		if err != nil {
 			return 0, &ImportError{Line: line, Err: err}
 		}
-		val, err := encodeRecord(rec, prev, &buf)
+		val, err := encodeRecord(rec, prev)
 		if err != nil {
 			return 0, &ImportError{Line: line, Err: err}
 		}

@@ -10,7 +10,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +76,6 @@ type Log struct {
 	closed   bool
 	next     uint64
 	lastHash [HashSize]byte
-	buf      bytes.Buffer
 }
 
 type appendReq struct {
@@ -223,10 +221,20 @@ func (l *Log) failure() error {
 }
 
 // writer is the single goroutine that assigns seqs, extends the chain and
-// commits. While one batch is being synced, the next appends queue up and
-// go into the following batch: that is the group commit.
+// writes each group of queued appends as one batch. It does not wait for
+// the batch's fsync: it hands the batch to the syncer and builds the next
+// group while the disk syncs, so CPU work and fsync overlap. That, and
+// every append queued meanwhile sharing the next fsync, is the group
+// commit.
 func (l *Log) writer() {
-	defer close(l.stopped)
+	syncq := make(chan *inflight, 8)
+	syncerDone := make(chan struct{})
+	go l.syncer(syncq, syncerDone)
+	defer func() {
+		close(syncq)
+		<-syncerDone
+		close(l.stopped)
+	}()
 	group := make([]*appendReq, 0, l.opts.MaxBatch)
 	for {
 		select {
@@ -245,7 +253,68 @@ func (l *Log) writer() {
 				break gather
 			}
 		}
-		l.commitGroup(group)
+		if f := l.applyGroup(group); f != nil {
+			syncq <- f
+		}
+	}
+}
+
+// inflight is a group applied to Pebble whose fsync has not returned.
+type inflight struct {
+	batch   *pebble.Batch
+	last    uint64
+	records int
+	group   []*appendReq
+	results []appendResult
+}
+
+// applyGroup writes a group without waiting for its fsync. It answers the
+// group itself when nothing needs syncing or it failed.
+func (l *Log) applyGroup(group []*appendReq) *inflight {
+	f := &inflight{group: append([]*appendReq(nil), group...), results: make([]appendResult, len(group))}
+	tx, err := l.Begin()
+	if err == nil {
+		for i, req := range group {
+			f.results[i].records, f.results[i].err = tx.add(req.events, req.puts)
+		}
+		f.batch, f.last, f.records, err = tx.apply()
+	}
+	if err != nil || f.batch == nil {
+		f.answer(err)
+		return nil
+	}
+	return f
+}
+
+// syncer waits for each applied group's fsync in order, then makes it
+// visible and answers its appends.
+func (l *Log) syncer(syncq <-chan *inflight, done chan<- struct{}) {
+	defer close(done)
+	for f := range syncq {
+		err := f.batch.SyncWait()
+		f.batch.Close()
+		if err != nil {
+			err = fmt.Errorf("%w: sync: %v", ErrUnavailable, err)
+			l.failed.Store(&err)
+		} else if ferr := l.failure(); ferr != nil {
+			// An earlier group's sync failed: this one's fate is unknown.
+			err = ferr
+		} else {
+			l.publish(f.last)
+			if l.opts.OnCommit != nil {
+				l.opts.OnCommit(f.records)
+			}
+		}
+		f.answer(err)
+	}
+}
+
+func (f *inflight) answer(err error) {
+	for i, req := range f.group {
+		if err != nil && f.results[i].err == nil {
+			f.results[i] = appendResult{err: err}
+		}
+		req.done <- f.results[i]
 	}
 }
 
@@ -260,30 +329,18 @@ func (l *Log) drainClosed() {
 	}
 }
 
-func (l *Log) commitGroup(group []*appendReq) {
-	results := make([]appendResult, len(group))
-	tx, err := l.Begin()
-	if err == nil {
-		for i, req := range group {
-			results[i].records, results[i].err = tx.add(req.events, req.puts)
-		}
-		err = tx.Commit()
-	}
-	for i, req := range group {
-		if err != nil && results[i].err == nil {
-			results[i] = appendResult{err: err}
-		}
-		req.done <- results[i]
-	}
-}
-
 // publish makes every seq up to seq visible to readers and wakes waiters.
+// The durable head only moves forward: a later batch's sync implies the
+// earlier ones', so publishing out of order never shows an unsynced seq.
 func (l *Log) publish(seq uint64) {
-	l.durable.Store(seq)
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq <= l.durable.Load() {
+		return
+	}
+	l.durable.Store(seq)
 	close(l.advance)
 	l.advance = make(chan struct{})
-	l.mu.Unlock()
 }
 
 // DurableSeq returns the highest seq known to be durable: no reader is ever

@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -48,38 +47,17 @@ const (
 // does not continue the chain.
 var ErrCorrupt = errors.New("corrupt record")
 
-// encodeRecord encodes r without its hash, computes the hash over prev and
-// the encoding, and returns the complete stored value with r.Hash set.
-func encodeRecord(r *Record, prev [HashSize]byte, buf *bytes.Buffer) ([]byte, error) {
-	buf.Reset()
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(buf)
-	enc.UseCompactInts(true)
-	err := errors.Join(
-		enc.EncodeArrayLen(9),
-		enc.EncodeUint(r.Seq),
-		enc.EncodeString(r.ID),
-		enc.EncodeString(r.Type),
-		enc.EncodeInt(int64(r.Version)),
-		enc.EncodeTime(r.Time.UTC()),
-		enc.EncodeString(r.Account),
-		enc.EncodeString(r.Actor),
-	)
-	if err != nil {
-		return nil, err
-	}
+// encodeRecord encodes r, computes its chain hash from prev and returns
+// the complete stored value, with r.Hash set.
+func encodeRecord(r *Record, prev [HashSize]byte) ([]byte, error) {
 	if len(r.Payload) == 0 {
 		return nil, fmt.Errorf("record %d: empty payload", r.Seq)
 	}
-	buf.Write(r.Payload)
-	body := buf.Bytes()
-	r.Hash = chainHash(prev, body)
-	out := make([]byte, 0, len(body)+hashTrailerLen)
-	out = append(out, body...)
+	size := 1 + 9 + 5 + len(r.ID) + 5 + len(r.Type) + 9 + 15 + 5 + len(r.Account) + 5 + len(r.Actor) + len(r.Payload) + hashTrailerLen
+	out := appendEnvelope(make([]byte, 0, size), r)
+	r.Hash = chainHash(prev, out)
 	out = append(out, 0xc4, HashSize)
-	out = append(out, r.Hash[:]...)
-	return out, nil
+	return append(out, r.Hash[:]...), nil
 }
 
 // chainHash computes SHA-256(prev || body-as-eight-element-array), where body
@@ -106,53 +84,45 @@ func splitValue(v []byte) (body []byte, hash [HashSize]byte, err error) {
 }
 
 // decodeRecord decodes a stored value. It checks the framing but not the
-// chain; Verify does that.
+// chain; Verify does that. r.Payload aliases v.
 func decodeRecord(v []byte, r *Record) error {
 	body, hash, err := splitValue(v)
 	if err != nil {
 		return err
 	}
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	rd := bytes.NewReader(body)
-	dec.Reset(rd)
-	if _, err := dec.DecodeArrayLen(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	rd := reader{b: body, i: 1} // past the array header splitValue checked
+	seq, err := rd.int()
+	if err == nil {
+		r.Seq = uint64(seq)
+		r.ID, err = rd.str()
+	}
+	if err == nil {
+		r.Type, err = rd.str()
 	}
 	var version int64
-	err = errors.Join(
-		decodeInto(&r.Seq, dec.DecodeUint64),
-		decodeInto(&r.ID, dec.DecodeString),
-		decodeInto(&r.Type, dec.DecodeString),
-		decodeInto(&version, dec.DecodeInt64),
-		decodeInto(&r.Time, dec.DecodeTime),
-		decodeInto(&r.Account, dec.DecodeString),
-		decodeInto(&r.Actor, dec.DecodeString),
-	)
+	if err == nil {
+		version, err = rd.int()
+	}
+	if err == nil {
+		r.Time, err = rd.time()
+	}
+	if err == nil {
+		r.Account, err = rd.str()
+	}
+	if err == nil {
+		r.Actor, err = rd.str()
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	// The payload is the last element before the hash: the rest of the
-	// body. Slicing it avoids walking it twice; decoding it checks it.
-	payload := body[len(body)-rd.Len():]
-	if len(payload) == 0 {
+	// body. Decoding it (Registry.DecodeStored) checks it.
+	if rd.i >= len(body) {
 		return fmt.Errorf("%w: no payload", ErrCorrupt)
 	}
 	r.Version = int(version)
-	r.Time = r.Time.UTC()
-	r.Payload = payload
+	r.Payload = body[rd.i:]
 	r.Hash = hash
-	return nil
-}
-
-// decodeInto runs one decode step, stopping at the first error so that a
-// damaged record does not cascade into misleading messages.
-func decodeInto[T any](dst *T, f func() (T, error)) error {
-	v, err := f()
-	if err != nil {
-		return err
-	}
-	*dst = v
 	return nil
 }
 

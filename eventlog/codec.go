@@ -1,0 +1,220 @@
+package eventlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The record envelope is encoded and decoded by hand: it is a fixed
+// nine-element msgpack array, and doing it directly, rather than through a
+// general encoder, is what lets one writer keep up with hundreds of
+// appenders and replay run at memory speed. The bytes are exactly what
+// msgpack's own encoder writes with compact integers (a test holds the two
+// equal), so any msgpack tool reads the log.
+
+// appendUint appends n as msgpack's compact unsigned encoding.
+func appendUint(b []byte, n uint64) []byte {
+	switch {
+	case n <= math.MaxInt8:
+		return append(b, byte(n))
+	case n <= math.MaxUint8:
+		return append(b, 0xcc, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(n))
+	case n <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), n)
+}
+
+// appendInt appends n as msgpack's compact signed encoding.
+func appendInt(b []byte, n int64) []byte {
+	switch {
+	case n >= 0:
+		return appendUint(b, uint64(n))
+	case n >= -32:
+		return append(b, byte(n))
+	case n >= math.MinInt8:
+		return append(b, 0xd0, byte(n))
+	case n >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(n))
+	case n >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(n))
+}
+
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 256:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+// appendTime appends t as the msgpack timestamp extension (type -1).
+func appendTime(b []byte, t time.Time) []byte {
+	secs := uint64(t.Unix())
+	if secs>>34 == 0 {
+		data := uint64(t.Nanosecond())<<34 | secs
+		if data&0xffffffff00000000 == 0 {
+			return binary.BigEndian.AppendUint32(append(b, 0xd6, 0xff), uint32(data))
+		}
+		return binary.BigEndian.AppendUint64(append(b, 0xd7, 0xff), data)
+	}
+	b = append(b, 0xc7, 12, 0xff)
+	b = binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
+	return binary.BigEndian.AppendUint64(b, secs)
+}
+
+// appendEnvelope appends the nine-element array header and the eight
+// fields before the hash.
+func appendEnvelope(b []byte, r *Record) []byte {
+	b = append(b, arrayWithHash)
+	b = appendUint(b, r.Seq)
+	b = appendStr(b, r.ID)
+	b = appendStr(b, r.Type)
+	b = appendInt(b, int64(r.Version))
+	b = appendTime(b, r.Time.UTC())
+	b = appendStr(b, r.Account)
+	b = appendStr(b, r.Actor)
+	return append(b, r.Payload...)
+}
+
+// reader walks a msgpack byte slice without copying.
+type reader struct {
+	b []byte
+	i int
+}
+
+var errShortRecord = errors.New("record ends early")
+
+func (r *reader) take(n int) ([]byte, error) {
+	if n < 0 || r.i+n > len(r.b) {
+		return nil, errShortRecord
+	}
+	s := r.b[r.i : r.i+n]
+	r.i += n
+	return s, nil
+}
+
+func (r *reader) byte() (byte, error) {
+	s, err := r.take(1)
+	if err != nil {
+		return 0, err
+	}
+	return s[0], nil
+}
+
+// int reads any msgpack integer.
+func (r *reader) int() (int64, error) {
+	c, err := r.byte()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c <= 0x7f:
+		return int64(c), nil
+	case c >= 0xe0:
+		return int64(int8(c)), nil
+	}
+	var n int
+	switch c {
+	case 0xcc, 0xd0:
+		n = 1
+	case 0xcd, 0xd1:
+		n = 2
+	case 0xce, 0xd2:
+		n = 4
+	case 0xcf, 0xd3:
+		n = 8
+	default:
+		return 0, fmt.Errorf("want an integer, found code %#x", c)
+	}
+	s, err := r.take(n)
+	if err != nil {
+		return 0, err
+	}
+	var u uint64
+	for _, x := range s {
+		u = u<<8 | uint64(x)
+	}
+	if c >= 0xd0 { // signed: sign-extend from n bytes
+		shift := 64 - 8*uint(n)
+		return int64(u<<shift) >> shift, nil
+	}
+	return int64(u), nil
+}
+
+func (r *reader) str() (string, error) {
+	c, err := r.byte()
+	if err != nil {
+		return "", err
+	}
+	var n int
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = int(c & 0x1f)
+	case c == 0xd9 || c == 0xda || c == 0xdb:
+		w := 1 << (c - 0xd9)
+		s, err := r.take(w)
+		if err != nil {
+			return "", err
+		}
+		for _, x := range s {
+			n = n<<8 | int(x)
+		}
+	default:
+		return "", fmt.Errorf("want a string, found code %#x", c)
+	}
+	s, err := r.take(n)
+	return string(s), err
+}
+
+func (r *reader) time() (time.Time, error) {
+	c, err := r.byte()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var n int
+	switch c {
+	case 0xd6:
+		n = 4
+	case 0xd7:
+		n = 8
+	case 0xc7:
+		l, err := r.byte()
+		if err != nil {
+			return time.Time{}, err
+		}
+		n = int(l)
+	default:
+		return time.Time{}, fmt.Errorf("want a timestamp, found code %#x", c)
+	}
+	if typ, err := r.byte(); err != nil || typ != 0xff {
+		return time.Time{}, errors.New("want a timestamp extension (type -1)")
+	}
+	s, err := r.take(n)
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch n {
+	case 4:
+		return time.Unix(int64(binary.BigEndian.Uint32(s)), 0).UTC(), nil
+	case 8:
+		d := binary.BigEndian.Uint64(s)
+		return time.Unix(int64(d&(1<<34-1)), int64(d>>34)).UTC(), nil
+	case 12:
+		return time.Unix(int64(binary.BigEndian.Uint64(s[4:])), int64(binary.BigEndian.Uint32(s))).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("timestamp of %d bytes", n)
+}
