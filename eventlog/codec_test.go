@@ -39,7 +39,9 @@ func TestCodecEqualsTheMsgpackLibrary(t *testing.T) {
 		time.Date(2026, 11, 21, 12, 0, 0, 0, time.FixedZone("x", 3600)),
 	}
 	lens := []int{0, 1, 31, 32, 255, 256, 65535, 65536}
-	str := func() string { return strings.Repeat("é", rng.IntN(3)) + strings.Repeat("a", lens[rng.IntN(len(lens))]) }
+	str := func() string {
+		return strings.Repeat("é", rng.IntN(3)) + strings.Repeat("a", lens[rng.IntN(len(lens))])
+	}
 	payload, _ := msgpack.Marshal(map[string]any{"a": 1})
 	for i := 0; i < 2000; i++ {
 		r := &Record{
