@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -146,7 +147,7 @@ func BenchmarkCreateSessionVsRawPebble(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	defer client.CloseIdleConnections()
 
-	raw, err := pebble.Open(b.TempDir(), &pebble.Options{})
+	raw, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -280,3 +281,10 @@ func BenchmarkCreateSessionVsRawPebble(b *testing.B) {
 	b.ReportMetric(float64(latAPI[len(latAPI)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
+
+// quietPebble keeps Pebble's informational lines out of benchmark output.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)      {}
+func (quietPebble) Errorf(f string, a ...any) { slog.Error(fmt.Sprintf(f, a...)) }
+func (quietPebble) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }

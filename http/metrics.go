@@ -2,6 +2,9 @@ package http
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -15,6 +18,35 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	commits  prometheus.Histogram
+
+	// children caches the series of each (route, method, code): the label
+	// lookup hashes strings under a lock, too much for every request.
+	children sync.Map // requestSeries -> *seriesPair
+}
+
+type requestSeries struct {
+	route, method string
+	code          int
+}
+
+type seriesPair struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
+}
+
+// observe counts one request and its latency.
+func (m *Metrics) observe(route, method string, code int, elapsed time.Duration) {
+	key := requestSeries{route, method, code}
+	v, ok := m.children.Load(key)
+	if !ok {
+		v, _ = m.children.LoadOrStore(key, &seriesPair{
+			count:   m.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+			latency: m.latency.WithLabelValues(route),
+		})
+	}
+	p := v.(*seriesPair)
+	p.count.Inc()
+	p.latency.Observe(elapsed.Seconds())
 }
 
 // NewMetrics registers the server's metrics. headSeq reports the log's

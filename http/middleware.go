@@ -74,16 +74,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		elapsed := time.Since(start)
-		code := strconv.Itoa(ex.status)
-		s.deps.Metrics.requests.WithLabelValues(ex.route, r.Method, code).Inc()
-		s.deps.Metrics.latency.WithLabelValues(ex.route).Observe(elapsed.Seconds())
+		s.deps.Metrics.observe(ex.route, r.Method, ex.status, elapsed)
 		level := slog.LevelInfo
 		if ex.status >= 500 {
 			level = slog.LevelError
 		}
-		s.logger().LogAttrs(r.Context(), level, "request",
-			slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
-			slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account))
+		// One line per request. The record is handed to the handler
+		// directly, without the caller's PC: slog would walk the stack for
+		// it on every request.
+		h := s.logger().Handler()
+		if h.Enabled(r.Context(), level) {
+			rec := slog.NewRecord(time.Now(), level, "request", 0)
+			rec.AddAttrs(slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
+				slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account))
+			_ = h.Handle(r.Context(), rec)
+		}
 	}()
 	s.handler.ServeHTTP(ex, r)
 }

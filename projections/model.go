@@ -30,8 +30,22 @@ func ParseID(prefix, s string) (ID, bool) {
 	return id, err == nil
 }
 
-// FormatID renders an id as the API shows it.
-func FormatID(prefix string, id ID) string { return prefix + strings.ToLower(id.String()) }
+// FormatID renders an id as the API shows it: prefix and 26 lowercase
+// characters, in one allocation (views format several per read).
+func FormatID(prefix string, id ID) string {
+	var buf [8 + ulid.EncodedSize]byte
+	if len(prefix) > 8 {
+		return prefix + strings.ToLower(id.String())
+	}
+	n := copy(buf[:], prefix)
+	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize])
+	for i := n; i < n+ulid.EncodedSize; i++ {
+		if c := buf[i]; c >= 'A' && c <= 'Z' {
+			buf[i] = c + 'a' - 'A'
+		}
+	}
+	return string(buf[:n+ulid.EncodedSize])
+}
 
 // mustID parses an id the log recorded; the writer only records ids it
 // minted, so a failure means a damaged or hand-edited log.
