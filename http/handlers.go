@@ -127,17 +127,24 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	qs := r.URL.Query()
 	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
-	page, err := s.st().Sessions(principal(r).Account.ID, f, q)
+	body, lastID, more, err := s.st().SessionsJSON(principal(r).Account.ID, f, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, q, page, func(v projections.SessionView) string { return v.ID })
+	if more {
+		setNextLink(w, r, lastID)
+	}
+	writeRawJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Session(principal(r).Account.ID, param(r, "id"))
-	s.respond(w, r, http.StatusOK, v, err)
+	body, err := s.st().SessionJSON(principal(r).Account.ID, param(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeRawJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
@@ -275,14 +282,26 @@ func contains(list []string, s string) bool {
 // to the next page (RFC 8288).
 func writePage[T any](w http.ResponseWriter, r *http.Request, q projections.ListQuery, page projections.Page[T], idOf func(T) string) {
 	if page.More && len(page.Data) > 0 {
-		next := url.Values{}
-		for k, vs := range r.URL.Query() {
-			next[k] = vs
-		}
-		next.Set("starting_after", idOf(page.Data[len(page.Data)-1]))
-		w.Header().Set("Link", "<"+r.URL.Path+"?"+next.Encode()+`>; rel="next"`)
+		setNextLink(w, r, idOf(page.Data[len(page.Data)-1]))
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// setNextLink sets the Link header to the page after the item lastID.
+func setNextLink(w http.ResponseWriter, r *http.Request, lastID string) {
+	next := url.Values{}
+	for k, vs := range r.URL.Query() {
+		next[k] = vs
+	}
+	next.Set("starting_after", lastID)
+	w.Header().Set("Link", "<"+r.URL.Path+"?"+next.Encode()+`>; rel="next"`)
+}
+
+// writeRawJSON writes a body that is already JSON.
+func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
 }
 
 // optString is a JSON string field that remembers whether it was sent and

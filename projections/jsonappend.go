@@ -2,7 +2,10 @@ package projections
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // JSONAppender is a value that writes its own JSON, byte for byte what
@@ -121,4 +124,64 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendID appends prefix and the id's 26 lowercase characters.
+func appendID(b []byte, prefix string, id ID) []byte {
+	b = append(b, prefix...)
+	n := len(b)
+	b = append(b, make([]byte, ulid.EncodedSize)...)
+	_ = id.MarshalTextTo(b[n:])
+	for i := n; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return b
+}
+
+func appendAPITime(b []byte, sec int64) []byte {
+	b = append(b, '"')
+	b = time.Unix(sec, 0).UTC().AppendFormat(b, timeFormat)
+	return append(b, '"')
+}
+
+// appendJSON writes the session exactly as its view's AppendJSON does,
+// straight from the state: a page of sessions allocates nothing per item.
+func (s *session) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":"`...)
+	b = appendID(b, PrefixSession, s.id)
+	b = append(b, `","agent_id":"`...)
+	b = appendID(b, PrefixAgent, s.agent.id)
+	b = append(b, `","contact_id":"`...)
+	b = appendID(b, PrefixContact, s.contact.id)
+	b = append(b, `","status":"`...)
+	b = append(b, s.status.String()...)
+	b = append(b, `","intent_score":`...)
+	b = strconv.AppendInt(b, int64(s.score), 10)
+	b = append(b, `,"duration_seconds":`...)
+	b = strconv.AppendInt(b, int64(s.duration), 10)
+	b = append(b, `,"meeting_booked":`...)
+	b = strconv.AppendBool(b, s.meeting != nil)
+	b = append(b, `,"replay_url":`...)
+	if s.replayURL == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, s.replayURL)
+	}
+	b = append(b, `,"signals":{"interest":`...)
+	b = strconv.AppendInt(b, int64(s.signals[0]), 10)
+	b = append(b, `,"objections":`...)
+	b = strconv.AppendInt(b, int64(s.signals[1]), 10)
+	b = append(b, `,"buying_signals":`...)
+	b = strconv.AppendInt(b, int64(s.signals[2]), 10)
+	b = append(b, `},"started_at":`...)
+	b = appendAPITime(b, s.startedAt)
+	b = append(b, `,"ended_at":`...)
+	if s.endedAt == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = appendAPITime(b, s.endedAt)
+	}
+	return append(b, '}')
 }

@@ -271,14 +271,59 @@ type SessionFilter struct {
 // Sessions lists the sessions of account, most recent first (by the order
 // they started), through the smallest index that fits the filter.
 func (p *Projections) Sessions(account string, f SessionFilter, q ListQuery) (Page[SessionView], error) {
+	page := Page[SessionView]{Data: []SessionView{}}
+	err := p.eachSession(account, f, q, func(ses *session) { page.Data = append(page.Data, ses.view()) }, &page.More)
+	return page, err
+}
+
+// SessionsJSON is Sessions rendered as {"data":[…]} straight from the
+// state, with the id of the last session on the page (for the next page's
+// cursor) and whether more remain.
+func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
+	body = make([]byte, 0, 64+420*q.Limit)
+	body = append(body, `{"data":[`...)
+	var last *session
+	err = p.eachSession(account, f, q, func(ses *session) {
+		if last != nil {
+			body = append(body, ',')
+		}
+		body = ses.appendJSON(body)
+		last = ses
+	}, &more)
+	if last != nil {
+		lastID = FormatID(PrefixSession, last.id)
+	}
+	return append(body, "]}"...), lastID, more, err
+}
+
+// SessionJSON is Session rendered as JSON straight from the state.
+func (p *Projections) SessionJSON(account, sessionID string) ([]byte, error) {
+	id, ok := ParseID(PrefixSession, sessionID)
+	if !ok {
+		return nil, notFound("session", sessionID)
+	}
+	var b []byte
+	p.View(func(s *State) {
+		if ses := s.sessionIn(account, id); ses != nil {
+			b = ses.appendJSON(make([]byte, 0, 420))
+		}
+	})
+	if b == nil {
+		return nil, notFound("session", sessionID)
+	}
+	return b, nil
+}
+
+// eachSession calls emit, with the state read-locked, for each session of
+// the page the filter and query select; more says whether any remain.
+func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, emit func(*session), more *bool) error {
 	var status sessionStatus
 	if f.Status != "" {
 		var ok bool
 		if status, ok = parseStatus(f.Status); !ok {
-			return Page[SessionView]{}, ParamErrorf(EInvalid, "status", "must be in_progress, completed or abandoned, got %q", f.Status)
+			return ParamErrorf(EInvalid, "status", "must be in_progress, completed or abandoned, got %q", f.Status)
 		}
 	}
-	page := Page[SessionView]{Data: []SessionView{}}
 	var err error
 	p.View(func(s *State) {
 		t := s.tenants[account]
@@ -307,38 +352,37 @@ func (p *Projections) Sessions(account string, f SessionFilter, q ListQuery) (Pa
 				return
 			}
 		}
-		match := func(ses *session) bool {
-			return (agentF == nil || ses.agent == agentF) && (contactF == nil || ses.contact == contactF) &&
-				(f.Status == "" || ses.status == status)
-		}
-		emit := func(ses *session) bool {
-			if !match(ses) {
+		n := 0
+		visit := func(ses *session) bool {
+			if (agentF != nil && ses.agent != agentF) || (contactF != nil && ses.contact != contactF) ||
+				(f.Status != "" && ses.status != status) {
 				return true
 			}
-			if len(page.Data) == q.Limit {
-				page.More = true
+			if n == q.Limit {
+				*more = true
 				return false
 			}
-			page.Data = append(page.Data, ses.view())
+			emit(ses)
+			n++
 			return true
 		}
 		switch {
 		case contactF != nil:
-			descend(contactF.sessions, after, emit)
+			descend(contactF.sessions, after, visit)
 		case agentF != nil:
-			descend(agentF.sessions, after, emit)
+			descend(agentF.sessions, after, visit)
 		case f.Status != "":
 			tree := t.byStatus[status]
 			if after == nil {
-				tree.Descend(emit)
+				tree.Descend(visit)
 			} else {
-				tree.DescendLessOrEqual(&session{seq: after.seq - 1}, emit)
+				tree.DescendLessOrEqual(&session{seq: after.seq - 1}, visit)
 			}
 		default:
-			descend(t.sessions, after, emit)
+			descend(t.sessions, after, visit)
 		}
 	})
-	return page, err
+	return err
 }
 
 // descend walks sessions (in start order) from the newest, or from just
