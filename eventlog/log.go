@@ -347,6 +347,14 @@ func (l *Log) publish(seq uint64) {
 // shown a seq above it.
 func (l *Log) DurableSeq() uint64 { return l.durable.Load() }
 
+// Changed returns a channel that is closed the next time the durable head
+// moves, for loops that wait on the log among other things.
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.advance
+}
+
 // WaitFor blocks until DurableSeq() >= seq, ctx is done, or the log closes.
 func (l *Log) WaitFor(ctx context.Context, seq uint64) error {
 	for {

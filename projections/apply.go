@@ -178,6 +178,7 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 		return err
 	}
 	ses.hot = true
+	ses.hotSignals = ses.signals
 	return nil
 }
 
@@ -228,6 +229,6 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 	if ses.meeting != nil {
 		return errorf("session %s has a meeting", p.SessionID)
 	}
-	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink}
+	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
 	return nil
 }

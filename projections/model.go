@@ -152,11 +152,15 @@ type session struct {
 	score     uint8
 	signals   [3]uint8 // interest, objections, buying_signals
 	hot       bool
+	// hotSignals are the signals when the lead turned hot: the lead.hot
+	// webhook carries them, whatever came after.
+	hotSignals [3]uint8
 }
 
 type meeting struct {
 	scheduledAt  string
 	calendarLink string
+	seq          uint64 // of meeting.booked: a webhook of an earlier event shows no meeting
 }
 
 func unix(t time.Time) int64 { return t.Unix() }

@@ -122,7 +122,7 @@ func dump(s *State) string {
 		}
 		for _, ses := range t.sessions {
 			enc.Encode(ses.view())
-			fmt.Fprintf(&b, " hot %v meeting %+v\n", ses.hot, ses.meeting)
+			fmt.Fprintf(&b, " hot %v %v meeting %+v\n", ses.hot, ses.hotSignals, ses.meeting)
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())

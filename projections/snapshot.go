@@ -13,7 +13,7 @@ import (
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 2
+const snapshotVersion = 3
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 4 << 20
@@ -101,10 +101,12 @@ func (s *State) encodeSnapshot() ([]byte, error) {
 			w.uint(uint64(ses.score))
 			w.bytes(ses.signals[:])
 			w.bool(ses.hot)
+			w.bytes(ses.hotSignals[:])
 			if ses.meeting != nil {
 				w.bool(true)
 				w.str(ses.meeting.scheduledAt)
 				w.str(ses.meeting.calendarLink)
+				w.uint(ses.meeting.seq)
 			} else {
 				w.bool(false)
 			}
@@ -280,8 +282,9 @@ func decodeSnapshot(b []byte) (*State, error) {
 				status: sessionStatus(r.uint()), score: uint8(r.uint())}
 			r.fixed(ses.signals[:])
 			ses.hot = r.bool()
+			r.fixed(ses.hotSignals[:])
 			if r.bool() {
-				ses.meeting = &meeting{scheduledAt: r.str(), calendarLink: r.str()}
+				ses.meeting = &meeting{scheduledAt: r.str(), calendarLink: r.str(), seq: r.uint()}
 			}
 			if r.err != nil {
 				break

@@ -1,0 +1,48 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"demosvc/projections"
+)
+
+// ErrRefusedAddress reports a delivery refused because the address dialled
+// is not public and private networks are not allowed.
+var ErrRefusedAddress = errors.New("refused: not a public address")
+
+// newClient returns the HTTP client of deliveries. The SSRF guard checks
+// the address actually dialled, after name resolution, so a name that
+// resolves to a private address is refused as a literal one is. Redirects
+// are not followed: a 3xx is a failed delivery.
+func newClient(allowPrivate bool, concurrency int, timeout time.Duration) *http.Client {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		dialer.Control = func(network, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			if ip := net.ParseIP(host); ip == nil || !projections.PublicIP(ip) {
+				return fmt.Errorf("%w: %s (delivery.allow_private_networks is false)", ErrRefusedAddress, host)
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil, // never through a proxy from the environment
+			DialContext:           func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
+			MaxIdleConnsPerHost:   concurrency,
+			TLSHandshakeTimeout:   timeout,
+			ResponseHeaderTimeout: timeout,
+			ForceAttemptHTTP2:     true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

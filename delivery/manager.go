@@ -1,0 +1,492 @@
+package delivery
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// Config are the delivery settings (config keys delivery.*).
+type Config struct {
+	Timeout          time.Duration // the whole exchange of one attempt
+	MaxRetries       int           // retries after the first attempt
+	Backoff          time.Duration // the first retry's delay
+	BackoffFactor    float64       // growth per retry
+	Concurrency      int           // attempts in flight, all webhooks together
+	AllowPrivate     bool
+	StandardWebhooks bool
+	UserAgent        string
+}
+
+// Delivery statuses.
+const (
+	StatusPending   = "pending"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// Delivery is one event for one webhook, with its attempt log. It is kept
+// durably in the store's delivery keyspace; Body is the exact bytes every
+// attempt sends.
+type Delivery struct {
+	ID             string `msgpack:"id" json:"id"`
+	WebhookID      string `msgpack:"wh" json:"-"`
+	EventID        string `msgpack:"ev" json:"event_id"`
+	Event          string `msgpack:"e" json:"event"`
+	Seq            uint64 `msgpack:"s" json:"-"`
+	Body           []byte `msgpack:"b" json:"-"`
+	Status         string `msgpack:"st" json:"status"`
+	Attempts       int    `msgpack:"a" json:"attempts"`
+	LastStatusCode int    `msgpack:"c" json:"last_status_code"`
+	LastError      string `msgpack:"er" json:"last_error"`
+	NextAttemptAt  int64  `msgpack:"n" json:"-"` // unix ms; 0 when not pending
+	CreatedAt      int64  `msgpack:"ca" json:"-"`
+	UpdatedAt      int64  `msgpack:"ua" json:"-"`
+}
+
+// Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
+// 'd' + webhook id + 0x00 + 'r' + delivery id -> Delivery (msgpack).
+func webhookPrefix(wh string) []byte {
+	return append(append([]byte{eventlog.KeyspaceDelivery}, wh...), 0)
+}
+func cursorKey(wh string) []byte { return append(webhookPrefix(wh), 'c') }
+func deliveryPrefix(wh string) []byte {
+	return append(webhookPrefix(wh), 'r')
+}
+func deliveryKey(wh, id string) []byte { return append(deliveryPrefix(wh), id...) }
+
+// Manager runs one delivery loop per registered webhook.
+type Manager struct {
+	log    *eventlog.Log
+	state  *projections.Projections
+	store  *eventlog.Store
+	cfg    Config
+	client *http.Client
+	logger *slog.Logger
+	sem    chan struct{}
+	ids    *eventlog.IDs
+
+	mu    sync.Mutex
+	loops map[string]*loop
+	wg    sync.WaitGroup
+}
+
+// New returns a manager; Run starts it.
+func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *slog.Logger) *Manager {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "demosvc"
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		log: log, state: state, store: log.Store(), cfg: cfg, logger: logger,
+		client: newClient(cfg.AllowPrivate, cfg.Concurrency, cfg.Timeout),
+		sem:    make(chan struct{}, cfg.Concurrency),
+		ids:    eventlog.NewIDs(time.Now),
+		loops:  map[string]*loop{},
+	}
+}
+
+// Run keeps one loop per registered webhook, starting and stopping loops as
+// webhooks come and go, until ctx is done. Then every loop stops taking new
+// work, finishes and records the attempts in flight (each bounded by
+// delivery.timeout), and Run returns.
+func (m *Manager) Run(ctx context.Context) {
+	for {
+		changed := m.log.Changed()
+		m.reconcile()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			m.mu.Lock()
+			for _, l := range m.loops {
+				close(l.stopping)
+			}
+			m.mu.Unlock()
+			m.wg.Wait()
+			return
+		}
+	}
+}
+
+// reconcile starts loops for new webhooks and cancels those of deleted
+// ones, whose attempt in flight is cancelled with them.
+func (m *Manager) reconcile() {
+	targets, errs := m.state.WebhookTargets()
+	for _, err := range errs {
+		m.logger.Error("webhook secret does not open; not delivering to it", "err", err)
+	}
+	live := map[string]bool{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range targets {
+		live[t.ID] = true
+		if m.loops[t.ID] != nil {
+			continue
+		}
+		// A loop's context ends only when its webhook is deleted: a
+		// shutdown lets attempts in flight finish and be recorded.
+		lctx, cancel := context.WithCancel(context.Background())
+		l := &loop{m: m, t: t, ctx: lctx, cancel: cancel, stopping: make(chan struct{}),
+			results: make(chan result, 64), pending: map[string]*Delivery{}}
+		m.loops[t.ID] = l
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			if err := l.run(); err != nil && lctx.Err() == nil {
+				m.logger.Error("delivery loop stopped", "webhook_id", t.ID, "err", err)
+			}
+		}()
+	}
+	for id, l := range m.loops {
+		if !live[id] {
+			l.cancel()
+			delete(m.loops, id)
+			go m.forget(id)
+		}
+	}
+}
+
+// forget drops a deleted webhook's cursor and attempt log.
+func (m *Manager) forget(wh string) {
+	p := webhookPrefix(wh)
+	end := append([]byte(nil), p...)
+	end[len(end)-1]++
+	if err := m.store.WriteSync(nil, p, end); err != nil {
+		m.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", wh, "err", err)
+	}
+}
+
+// Deliveries returns a webhook's attempt log, most recent first.
+func (m *Manager) Deliveries(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
+	var all []Delivery
+	err := m.store.Scan(deliveryPrefix(wh), func(_, v []byte) error {
+		var d Delivery
+		if err := msgpack.Unmarshal(v, &d); err != nil {
+			return err
+		}
+		all = append(all, d)
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	var out []Delivery
+	skipping := startingAfter != ""
+	for i := len(all) - 1; i >= 0; i-- {
+		if skipping {
+			skipping = all[i].ID != startingAfter
+			continue
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, all[i])
+	}
+	return out, false, nil
+}
+
+// loop delivers to one webhook. It alone reads and writes the webhook's
+// cursor and pending deliveries; attempts run beside it and report back.
+type loop struct {
+	m        *Manager
+	t        projections.Target
+	ctx      context.Context // cancelled when the webhook is deleted
+	cancel   context.CancelFunc
+	stopping chan struct{} // closed at shutdown
+	results chan result
+	pending map[string]*Delivery // not yet succeeded or failed
+	busy    map[string]bool      // attempt in flight
+}
+
+type result struct {
+	id     string
+	status int
+	err    error
+	retry  time.Duration // a Retry-After the receiver asked for
+}
+
+func (l *loop) run() error {
+	cursor, err := l.loadState()
+	if err != nil {
+		return err
+	}
+	l.busy = map[string]bool{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	defer l.cancel()
+	for {
+		select {
+		case <-l.stopping:
+			return l.drain()
+		default:
+		}
+		changed := l.m.log.Changed()
+		if head := l.m.log.DurableSeq(); head > cursor {
+			if cursor, err = l.collect(cursor, head); err != nil {
+				return err
+			}
+			continue // more may be waiting; collect in chunks
+		}
+		wait := l.dispatch()
+		timer.Reset(wait)
+		select {
+		case <-changed:
+		case <-timer.C:
+		case r := <-l.results:
+			if err := l.record(r); err != nil {
+				return err
+			}
+		case <-l.stopping:
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+}
+
+// drain records the attempts in flight at shutdown, starting none.
+func (l *loop) drain() error {
+	for len(l.busy) > 0 {
+		select {
+		case r := <-l.results:
+			if err := l.record(r); err != nil {
+				return err
+			}
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// loadState reads the cursor (or starts after the registration) and the
+// deliveries still pending, which a restart resumes.
+func (l *loop) loadState() (uint64, error) {
+	cursor := l.t.From
+	if v, ok, err := l.m.store.Get(cursorKey(l.t.ID)); err != nil {
+		return 0, err
+	} else if ok && len(v) == 8 {
+		cursor = binary.BigEndian.Uint64(v)
+	}
+	err := l.m.store.Scan(deliveryPrefix(l.t.ID), func(_, v []byte) error {
+		var d Delivery
+		if err := msgpack.Unmarshal(v, &d); err != nil {
+			return err
+		}
+		if d.Status == StatusPending {
+			l.pending[d.ID] = &d
+		}
+		return nil
+	})
+	return cursor, err
+}
+
+// maxCollect bounds the records one step of a loop reads.
+const maxCollect = 512
+
+// collect turns the records after cursor into pending deliveries and
+// stores them with the new cursor in one synced write, before any is sent:
+// after a crash, every event is delivered at least once.
+func (l *loop) collect(cursor, head uint64) (uint64, error) {
+	to := min(head, cursor+maxCollect)
+	var puts []eventlog.Put
+	var fresh []*Delivery
+	now := time.Now()
+	err := l.m.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
+		if rec.Account != l.t.Account {
+			return nil
+		}
+		name, data, ok := l.m.state.WebhookEvent(rec)
+		if !ok || !l.t.Events[name] {
+			return nil
+		}
+		body, err := json.Marshal(envelope{Event: name, Timestamp: rec.Time.UTC().Truncate(time.Second).Format(time.RFC3339), Data: data})
+		if err != nil {
+			return err
+		}
+		d := &Delivery{ID: l.m.ids.New("dlv_"), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
+			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix()}
+		fresh = append(fresh, d)
+		return nil
+	})
+	if err != nil {
+		return cursor, err
+	}
+	for _, d := range fresh {
+		v, err := msgpack.Marshal(d)
+		if err != nil {
+			return cursor, err
+		}
+		puts = append(puts, eventlog.Put{Key: deliveryKey(l.t.ID, d.ID), Value: v})
+	}
+	puts = append(puts, eventlog.Put{Key: cursorKey(l.t.ID), Value: binary.BigEndian.AppendUint64(nil, to)})
+	if err := l.m.store.WriteSync(puts, nil, nil); err != nil {
+		return cursor, err
+	}
+	for _, d := range fresh {
+		l.pending[d.ID] = d
+	}
+	return to, nil
+}
+
+// envelope is the seed's body of every delivery, and nothing more.
+type envelope struct {
+	Event     string `json:"event"`
+	Timestamp string `json:"timestamp"`
+	Data      any    `json:"data"`
+}
+
+// dispatch starts every due attempt and returns how long until the next
+// one is due.
+func (l *loop) dispatch() time.Duration {
+	now := time.Now().UnixMilli()
+	next := int64(math.MaxInt64)
+	for id, d := range l.pending {
+		if l.busy[id] {
+			continue
+		}
+		if d.NextAttemptAt <= now {
+			l.busy[id] = true
+			go l.attempt(*d)
+			continue
+		}
+		next = min(next, d.NextAttemptAt)
+	}
+	if next == math.MaxInt64 {
+		return time.Hour
+	}
+	return time.Duration(next-now) * time.Millisecond
+}
+
+// maxResponseBody is what is read of a receiver's answer: enough to reuse
+// the connection, never a 100 MB body.
+const maxResponseBody = 64 << 10
+
+// attempt sends one delivery once and reports the outcome to the loop.
+func (l *loop) attempt(d Delivery) {
+	r := result{id: d.ID}
+	defer func() {
+		select {
+		case l.results <- r:
+		case <-l.ctx.Done():
+		}
+	}()
+	select {
+	case l.m.sem <- struct{}{}:
+		defer func() { <-l.m.sem }()
+	case <-l.ctx.Done():
+		r.err = l.ctx.Err()
+		return
+	}
+	if !l.m.state.WebhookExists(l.t.ID) {
+		r.err = context.Canceled
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.m.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.t.URL, strings.NewReader(string(d.Body)))
+	if err != nil {
+		r.err = err
+		return
+	}
+	if err := setHeaders(req.Header, l.t.Secret, &d, d.Attempts+1, time.Now().Unix(), l.m.cfg.StandardWebhooks, l.m.cfg.UserAgent); err != nil {
+		r.err = err
+		return
+	}
+	resp, err := l.m.client.Do(req)
+	if err != nil {
+		r.err = err
+		return
+	}
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBody))
+	resp.Body.Close()
+	r.status = resp.StatusCode
+	if err != nil && ctx.Err() != nil {
+		r.err = fmt.Errorf("the whole exchange took longer than %s", l.m.cfg.Timeout)
+	}
+	if s := resp.Header.Get("Retry-After"); s != "" && (r.status == 429 || r.status == 503) {
+		var secs int
+		if _, err := fmt.Sscan(s, &secs); err == nil && secs > 0 {
+			r.retry = min(time.Duration(secs)*time.Second, time.Hour)
+		}
+	}
+}
+
+// record applies an attempt's outcome and stores it.
+func (l *loop) record(r result) error {
+	delete(l.busy, r.id)
+	d := l.pending[r.id]
+	if d == nil || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
+		return nil
+	}
+	now := time.Now()
+	d.Attempts++
+	d.LastStatusCode = r.status
+	d.UpdatedAt = now.Unix()
+	switch {
+	case r.err == nil && r.status >= 200 && r.status < 300:
+		d.Status, d.LastError, d.NextAttemptAt = StatusSucceeded, "", 0
+	default:
+		d.LastError = describe(r, l.m.cfg.Timeout)
+		if d.Attempts > l.m.cfg.MaxRetries {
+			d.Status, d.NextAttemptAt = StatusFailed, 0
+		} else {
+			wait := l.backoff(d.Attempts)
+			if r.retry > wait {
+				wait = r.retry
+			}
+			d.NextAttemptAt = now.Add(wait).UnixMilli()
+		}
+	}
+	v, err := msgpack.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := l.m.store.WriteSync([]eventlog.Put{{Key: deliveryKey(l.t.ID, d.ID), Value: v}}, nil, nil); err != nil {
+		return err
+	}
+	if d.Status != StatusPending {
+		delete(l.pending, d.ID)
+	}
+	return nil
+}
+
+// backoff is delivery.backoff * factor^(n-1), ±20% jitter, for the n-th
+// retry.
+func (l *loop) backoff(n int) time.Duration {
+	base := float64(l.m.cfg.Backoff) * math.Pow(l.m.cfg.BackoffFactor, float64(n-1))
+	return time.Duration(base * (0.8 + 0.4*rand.Float64()))
+}
+
+// describe is the last_error of a failed attempt.
+func describe(r result, timeout time.Duration) string {
+	switch {
+	case r.err == nil:
+		return fmt.Sprintf("the receiver answered %d %s", r.status, http.StatusText(r.status))
+	case errors.Is(r.err, ErrRefusedAddress):
+		return r.err.Error()
+	case errors.Is(r.err, context.DeadlineExceeded):
+		return fmt.Sprintf("no complete answer within %s", timeout)
+	default:
+		return r.err.Error()
+	}
+}

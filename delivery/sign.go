@@ -1,0 +1,57 @@
+// Package delivery is the outbound side of demosvc: it reads the event log
+// from a durable cursor per webhook, and POSTs each matching event, signed,
+// to the webhook's URL, with durable retry state.
+package delivery
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Signature returns the X-Service-Signature value of body: "sha256=" and
+// the lowercase hex HMAC-SHA256 of the exact body bytes, keyed with the
+// whole secret string as shown at registration (whsec_ included).
+func Signature(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// StandardSignature returns the Standard Webhooks webhook-signature value:
+// "v1," and the base64 HMAC-SHA256 of "id.timestamp.body", keyed with the
+// bytes the base64 after "whsec_" decodes to.
+func StandardSignature(secret, id string, timestamp int64, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// setHeaders sets every header of one attempt.
+func setHeaders(h http.Header, secret string, d *Delivery, attempt int, now int64, standard bool, userAgent string) error {
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", userAgent)
+	h.Set("X-Service-Signature", Signature(secret, d.Body))
+	h.Set("X-Service-Event-Id", d.EventID)
+	h.Set("X-Service-Webhook-Id", d.WebhookID)
+	h.Set("X-Service-Delivery-Attempt", strconv.Itoa(attempt))
+	if standard {
+		sig, err := StandardSignature(secret, d.EventID, now, d.Body)
+		if err != nil {
+			return err
+		}
+		h.Set("webhook-id", d.EventID)
+		h.Set("webhook-timestamp", strconv.FormatInt(now, 10))
+		h.Set("webhook-signature", sig)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package projections
+
+import (
+	"demosvc/eventlog"
+)
+
+// The webhook payloads of the seed (section 6), and DESIGN.md's for the two
+// it leaves out.
+
+// ContactRef is the contact as the demo.completed, demo.abandoned,
+// lead.hot and contact.created payloads carry it.
+type ContactRef struct {
+	Name    string `json:"name"`
+	Email   string `json:"email"`
+	Company string `json:"company"`
+}
+
+// MeetingContact is the contact of a meeting.booked payload: no company.
+type MeetingContact struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
+// DemoData is the data of demo.completed and demo.abandoned.
+type DemoData struct {
+	SessionID       string     `json:"session_id"`
+	AgentID         string     `json:"agent_id"`
+	Contact         ContactRef `json:"contact"`
+	DurationSeconds int        `json:"duration_seconds"`
+	IntentScore     int        `json:"intent_score"`
+	MeetingBooked   bool       `json:"meeting_booked"`
+	ReplayURL       string     `json:"replay_url"`
+}
+
+// LeadHotData is the data of lead.hot.
+type LeadHotData struct {
+	SessionID string     `json:"session_id"`
+	AgentID   string     `json:"agent_id"`
+	Contact   ContactRef `json:"contact"`
+	Signals   Signals    `json:"signals"`
+}
+
+// MeetingData is the data of meeting.booked.
+type MeetingData struct {
+	SessionID string         `json:"session_id"`
+	Contact   MeetingContact `json:"contact"`
+	Meeting   struct {
+		ScheduledAt  string `json:"scheduled_at"`
+		CalendarLink string `json:"calendar_link"`
+	} `json:"meeting"`
+}
+
+// ContactCreatedData is the data of contact.created.
+type ContactCreatedData struct {
+	ContactID string     `json:"contact_id"`
+	Contact   ContactRef `json:"contact"`
+	SessionID string     `json:"session_id"`
+	AgentID   string     `json:"agent_id"`
+}
+
+// WebhookEvent returns the webhook event a record is sent as, and its
+// data, or ok false for a record that is sent as none. Sessions, agents
+// and contacts never leave the state, so the entities a record names are
+// always found, and the data is what it was at the record, whenever it is
+// built: figures of an ended session are final, the signals of lead.hot are
+// kept from that moment, and meeting_booked counts only a meeting booked
+// before the record.
+func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any, ok bool) {
+	payload, err := p.log.Registry().Decode(rec)
+	if err != nil {
+		return "", nil, false
+	}
+	p.View(func(s *State) {
+		ses := func(id string) *session {
+			sid, _ := ParseID(PrefixSession, id)
+			return s.sessions[sid]
+		}
+		ref := func(c *contact) ContactRef { return ContactRef{Name: c.name, Email: c.email, Company: c.company} }
+		// A session's figures are final once it ended; only a meeting can
+		// come later, and its seq says whether it came before this event.
+		demo := func(x *session) DemoData {
+			return DemoData{SessionID: FormatID(PrefixSession, x.id), AgentID: FormatID(PrefixAgent, x.agent.id), Contact: ref(x.contact),
+				DurationSeconds: int(x.duration), IntentScore: int(x.score), MeetingBooked: x.meeting != nil && x.meeting.seq < rec.Seq,
+				ReplayURL: x.replayURL}
+		}
+		switch pl := payload.(type) {
+		case *SessionCompleted:
+			if x := ses(pl.SessionID); x != nil {
+				d := demo(x)
+				d.DurationSeconds, d.IntentScore, d.ReplayURL = pl.DurationSeconds, pl.IntentScore, pl.ReplayURL
+				name, data, ok = "demo.completed", d, true
+			}
+		case *SessionAbandoned:
+			if x := ses(pl.SessionID); x != nil {
+				name, data, ok = "demo.abandoned", demo(x), true
+			}
+		case *LeadHot:
+			if x := ses(pl.SessionID); x != nil {
+				name, ok = "lead.hot", true
+				data = LeadHotData{SessionID: pl.SessionID, AgentID: FormatID(PrefixAgent, x.agent.id), Contact: ref(x.contact),
+					Signals: Signals{Interest: int(x.hotSignals[0]), Objections: int(x.hotSignals[1]), BuyingSignals: int(x.hotSignals[2])}}
+			}
+		case *MeetingBooked:
+			if x := ses(pl.SessionID); x != nil {
+				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: x.contact.name, Email: x.contact.email}}
+				d.Meeting.ScheduledAt, d.Meeting.CalendarLink = pl.ScheduledAt, pl.CalendarLink
+				name, data, ok = "meeting.booked", d, true
+			}
+		case *ContactCreated:
+			name, ok = "contact.created", true
+			data = ContactCreatedData{ContactID: pl.ContactID, SessionID: pl.SessionID, AgentID: pl.AgentID,
+				Contact: ContactRef{Name: pl.Contact.Name, Email: pl.Contact.Email, Company: pl.Contact.Company}}
+		}
+	})
+	return name, data, ok
+}
+
+// Target is a webhook as the delivery side needs it, secret opened.
+type Target struct {
+	ID      string
+	Account string
+	URL     string
+	Events  map[string]bool
+	Secret  string
+	// From is the seq of its registration: it receives events after it.
+	From uint64
+}
+
+// WebhookTargets returns every registered webhook with its secret opened.
+// A secret that does not open under the master key is left out, with the
+// error.
+func (p *Projections) WebhookTargets() ([]Target, []error) {
+	var out []Target
+	var errs []error
+	p.View(func(s *State) {
+		for _, acc := range s.accountOrder {
+			for _, w := range s.tenants[acc.ID].webhooks {
+				secret, err := p.opts.Sealer.Open(w.secret)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				ev := map[string]bool{}
+				for _, e := range w.events {
+					ev[e] = true
+				}
+				out = append(out, Target{ID: w.id, Account: acc.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq})
+			}
+		}
+	})
+	return out, errs
+}
+
+// WebhookExists reports whether a webhook is still registered: the last
+// check before anything is sent to it.
+func (p *Projections) WebhookExists(id string) bool {
+	var ok bool
+	p.View(func(s *State) { ok = s.webhooks[id] != nil })
+	return ok
+}
