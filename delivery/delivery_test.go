@@ -3,8 +3,8 @@ package delivery
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"

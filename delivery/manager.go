@@ -213,9 +213,9 @@ type loop struct {
 	ctx      context.Context // cancelled when the webhook is deleted
 	cancel   context.CancelFunc
 	stopping chan struct{} // closed at shutdown
-	results chan result
-	pending map[string]*Delivery // not yet succeeded or failed
-	busy    map[string]bool      // attempt in flight
+	results  chan result
+	pending  map[string]*Delivery // not yet succeeded or failed
+	busy     map[string]bool      // attempt in flight
 }
 
 type result struct {
