@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +58,9 @@ func TestScripts(t *testing.T) {
 			"http":       cmdHTTP,
 			"tamper":     cmdTamper,
 			"jsonvar":    cmdJSONVar,
+			"receiver":   cmdReceiver,
+			"received":   cmdReceived,
+			"waithttp":   cmdWaitHTTP,
 		},
 	})
 }
@@ -207,8 +213,9 @@ func countRuns(statuses []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// jsonvar VAR FIELD sets $VAR to the string FIELD of the JSON object the
-// previous command printed on stdout (for http, the response body).
+// jsonvar VAR PATH sets $VAR to the string at PATH (dotted, with indexes:
+// data.0.id) of the JSON the previous command printed on stdout (for http,
+// the response body).
 func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: jsonvar VAR FIELD")
@@ -220,15 +227,29 @@ func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 			out = body
 		}
 	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
-		ts.Fatalf("stdout is not a JSON object: %v", err)
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		ts.Fatalf("stdout is not JSON: %v", err)
 	}
-	v, ok := m[args[1]].(string)
+	for _, part := range strings.Split(args[1], ".") {
+		switch t := v.(type) {
+		case map[string]any:
+			v = t[part]
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(t) {
+				ts.Fatalf("no element %q in %s", part, args[1])
+			}
+			v = t[i]
+		default:
+			ts.Fatalf("no field %q in %s", part, args[1])
+		}
+	}
+	str, ok := v.(string)
 	if !ok {
-		ts.Fatalf("stdout has no string field %q", args[1])
+		ts.Fatalf("stdout has no string at %q", args[1])
 	}
-	ts.Setenv(args[0], v)
+	ts.Setenv(args[0], str)
 }
 
 // tamper DATADIR SEQ flips one byte in the middle of the stored record SEQ,
@@ -251,4 +272,98 @@ func cmdTamper(ts *testscript.TestScript, neg bool, args []string) {
 	closer.Close()
 	bad[len(bad)/2] ^= 0x20
 	ts.Check(db.Set(key, bad, pebble.Sync))
+}
+
+// scriptReceivers are the webhook receivers scripts start, by script and
+// name.
+var scriptReceivers sync.Map // string -> *scriptReceiver
+
+type scriptReceiver struct {
+	mu       sync.Mutex
+	bodies   []string
+	statuses []int
+}
+
+// receiver NAME [STATUS...] starts a webhook receiver on 127.0.0.1 that
+// answers the statuses in turn (the last one from then on; 200 by
+// default), and sets $NAME to its URL.
+func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: receiver NAME [STATUS...]")
+	}
+	rv := &scriptReceiver{statuses: []int{200}}
+	if len(args) > 1 {
+		rv.statuses = nil
+		for _, a := range args[1:] {
+			n, err := strconv.Atoi(a)
+			ts.Check(err)
+			rv.statuses = append(rv.statuses, n)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rv.mu.Lock()
+		i := len(rv.bodies)
+		rv.bodies = append(rv.bodies, string(body))
+		status := rv.statuses[min(i, len(rv.statuses)-1)]
+		rv.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	ts.Defer(srv.Close)
+	scriptReceivers.Store(ts.Getenv("WORK")+"/"+args[0], rv)
+	ts.Setenv(args[0], srv.URL)
+}
+
+// received NAME N waits until receiver NAME got N requests, then prints
+// their bodies, one a line, in the order they came.
+func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: received NAME N")
+	}
+	v, ok := scriptReceivers.Load(ts.Getenv("WORK") + "/" + args[0])
+	if !ok {
+		ts.Fatalf("no receiver %s", args[0])
+	}
+	rv := v.(*scriptReceiver)
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rv.mu.Lock()
+		got := append([]string(nil), rv.bodies...)
+		rv.mu.Unlock()
+		if len(got) >= n {
+			fmt.Fprintln(ts.Stdout(), strings.Join(got, "\n"))
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("receiver %s got %d requests in 30s, want %d", args[0], len(got), n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// waithttp -key KEY PATH REGEXP polls GET $URL+PATH until the body matches.
+func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 || args[0] != "-key" {
+		ts.Fatalf("usage: waithttp -key KEY PATH REGEXP")
+	}
+	re, err := regexp.Compile(args[3])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", ts.Getenv("URL")+args[2], nil)
+		req.Header.Set("Authorization", "Bearer "+args[1])
+		resp, err := http.DefaultClient.Do(req)
+		ts.Check(err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if re.Match(body) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("GET %s never matched %s; last: %s", args[2], args[3], body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"demosvc/config"
+	"demosvc/delivery"
 	"demosvc/eventlog"
 	demohttp "demosvc/http"
 	"demosvc/projections"
@@ -115,6 +116,18 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		apiSrv.Close()
 		return err
 	}
+	deliveries := delivery.New(log, state, delivery.Config{
+		Timeout: cfg.Delivery.Timeout, MaxRetries: cfg.Delivery.MaxRetries, Backoff: cfg.Delivery.Backoff,
+		BackoffFactor: cfg.Delivery.BackoffFactor, Concurrency: cfg.Delivery.Concurrency,
+		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
+		UserAgent: "demosvc/" + version,
+	}, logger)
+	deliveryCtx, stopDeliveries := context.WithCancel(context.Background())
+	deliveriesDone := make(chan struct{})
+	go func() { deliveries.Run(deliveryCtx); close(deliveriesDone) }()
+	defer func() { stopDeliveries(); <-deliveriesDone }()
+	api.SetDeliveries(deliveries)
+
 	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
 	if err != nil {
 		apiSrv.Close()

@@ -44,19 +44,19 @@ const (
 // durably in the store's delivery keyspace; Body is the exact bytes every
 // attempt sends.
 type Delivery struct {
-	ID             string `msgpack:"id" json:"id"`
-	WebhookID      string `msgpack:"wh" json:"-"`
-	EventID        string `msgpack:"ev" json:"event_id"`
-	Event          string `msgpack:"e" json:"event"`
-	Seq            uint64 `msgpack:"s" json:"-"`
-	Body           []byte `msgpack:"b" json:"-"`
-	Status         string `msgpack:"st" json:"status"`
-	Attempts       int    `msgpack:"a" json:"attempts"`
-	LastStatusCode int    `msgpack:"c" json:"last_status_code"`
-	LastError      string `msgpack:"er" json:"last_error"`
-	NextAttemptAt  int64  `msgpack:"n" json:"-"` // unix ms; 0 when not pending
-	CreatedAt      int64  `msgpack:"ca" json:"-"`
-	UpdatedAt      int64  `msgpack:"ua" json:"-"`
+	ID             string `msgpack:"id"`
+	WebhookID      string `msgpack:"wh"`
+	EventID        string `msgpack:"ev"`
+	Event          string `msgpack:"e"`
+	Seq            uint64 `msgpack:"s"`
+	Body           []byte `msgpack:"b"`
+	Status         string `msgpack:"st"`
+	Attempts       int    `msgpack:"a"`
+	LastStatusCode int    `msgpack:"c"`
+	LastError      string `msgpack:"er"`
+	NextAttemptAt  int64  `msgpack:"n"` // unix ms; 0 when not pending
+	CreatedAt      int64  `msgpack:"ca"`
+	UpdatedAt      int64  `msgpack:"ua"`
 }
 
 // Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
@@ -146,7 +146,7 @@ func (m *Manager) reconcile() {
 		// A loop's context ends only when its webhook is deleted: a
 		// shutdown lets attempts in flight finish and be recorded.
 		lctx, cancel := context.WithCancel(context.Background())
-		l := &loop{m: m, t: t, ctx: lctx, cancel: cancel, stopping: make(chan struct{}),
+		l := &loop{m: m, t: t, ctx: lctx, cancel: cancel, stopping: make(chan struct{}), retries: make(chan retryReq),
 			results: make(chan result, 64), pending: map[string]*Delivery{}}
 		m.loops[t.ID] = l
 		m.wg.Add(1)
@@ -174,6 +174,73 @@ func (m *Manager) forget(wh string) {
 	if err := m.store.WriteSync(nil, p, end); err != nil {
 		m.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", wh, "err", err)
 	}
+}
+
+// ErrNoDelivery reports a delivery id the webhook does not have.
+var ErrNoDelivery = errors.New("no such delivery")
+
+// ErrNotFailed reports a retry of a delivery that has not failed.
+var ErrNotFailed = errors.New("only a failed delivery can be retried")
+
+type retryReq struct {
+	id   string
+	done chan retryResult
+}
+
+type retryResult struct {
+	d   Delivery
+	err error
+}
+
+// Retry sends a failed delivery again, with a fresh attempt count. It
+// returns ErrNoDelivery for an unknown webhook or delivery and ErrNotFailed
+// for one that is pending or succeeded.
+func (m *Manager) Retry(ctx context.Context, wh, id string) (Delivery, error) {
+	m.mu.Lock()
+	l := m.loops[wh]
+	m.mu.Unlock()
+	if l == nil {
+		return Delivery{}, ErrNoDelivery
+	}
+	req := retryReq{id: id, done: make(chan retryResult, 1)}
+	select {
+	case l.retries <- req:
+	case <-l.ctx.Done():
+		return Delivery{}, ErrNoDelivery
+	case <-ctx.Done():
+		return Delivery{}, ctx.Err()
+	}
+	r := <-req.done
+	return r.d, r.err
+}
+
+// retry makes a failed delivery pending again, due now.
+func (l *loop) retry(id string) (Delivery, error) {
+	v, ok, err := l.m.store.Get(deliveryKey(l.t.ID, id))
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !ok {
+		return Delivery{}, ErrNoDelivery
+	}
+	var d Delivery
+	if err := msgpack.Unmarshal(v, &d); err != nil {
+		return Delivery{}, err
+	}
+	if d.Status != StatusFailed {
+		return d, ErrNotFailed
+	}
+	now := time.Now()
+	d.Status, d.Attempts, d.NextAttemptAt, d.UpdatedAt = StatusPending, 0, now.UnixMilli(), now.Unix()
+	b, err := msgpack.Marshal(&d)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if err := l.m.store.WriteSync([]eventlog.Put{{Key: deliveryKey(l.t.ID, d.ID), Value: b}}, nil, nil); err != nil {
+		return Delivery{}, err
+	}
+	l.pending[d.ID] = &d
+	return d, nil
 }
 
 // Deliveries returns a webhook's attempt log, most recent first.
@@ -213,6 +280,7 @@ type loop struct {
 	ctx      context.Context // cancelled when the webhook is deleted
 	cancel   context.CancelFunc
 	stopping chan struct{} // closed at shutdown
+	retries  chan retryReq
 	results  chan result
 	pending  map[string]*Delivery // not yet succeeded or failed
 	busy     map[string]bool      // attempt in flight
@@ -256,6 +324,9 @@ func (l *loop) run() error {
 			if err := l.record(r); err != nil {
 				return err
 			}
+		case req := <-l.retries:
+			d, err := l.retry(req.id)
+			req.done <- retryResult{d, err}
 		case <-l.stopping:
 		case <-l.ctx.Done():
 			return l.ctx.Err()

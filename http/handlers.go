@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"demosvc/delivery"
 	"demosvc/projections"
 )
 
@@ -366,4 +368,53 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.listQuery(w, r)
+	if !ok {
+		return
+	}
+	wh := param(r, "id")
+	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.deps.Deliveries == nil {
+		s.writeError(w, r, projections.Errorf(projections.EUnavailable, "deliveries are not running"))
+		return
+	}
+	ds, more, err := s.deps.Deliveries.Deliveries(wh, q.Limit, q.StartingAfter)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page := projections.Page[delivery.Delivery]{Data: ds, More: more}
+	if page.Data == nil {
+		page.Data = []delivery.Delivery{}
+	}
+	writePage(w, r, q, page, func(d delivery.Delivery) string { return d.ID })
+}
+
+func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
+	wh, id := param(r, "id"), param(r, "delivery_id")
+	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.deps.Deliveries == nil {
+		s.writeError(w, r, projections.Errorf(projections.EUnavailable, "deliveries are not running"))
+		return
+	}
+	d, err := s.deps.Deliveries.Retry(r.Context(), wh, id)
+	switch {
+	case errors.Is(err, delivery.ErrNoDelivery):
+		s.writeError(w, r, projections.Errorf(projections.ENotFound, "no delivery %q of webhook %s", id, wh))
+	case errors.Is(err, delivery.ErrNotFailed):
+		s.writeError(w, r, projections.Errorf(projections.EInvalidState, "delivery %s is %s; only a failed delivery can be retried", id, d.Status))
+	case err != nil:
+		s.writeError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, d)
+	}
 }

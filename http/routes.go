@@ -50,6 +50,8 @@ func (s *Server) routes() http.Handler {
 	api(http.MethodGet, "/v1/webhooks", s.handleListWebhooks)
 	api(http.MethodGet, "/v1/webhooks/:id", s.handleGetWebhook)
 	api(http.MethodDelete, "/v1/webhooks/:id", s.handleDeleteWebhook)
+	api(http.MethodGet, "/v1/webhooks/:id/deliveries", s.handleListDeliveries)
+	api(http.MethodPost, "/v1/webhooks/:id/deliveries/:delivery_id/retry", s.handleRetryDelivery)
 	return r
 }
 

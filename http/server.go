@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"demosvc/config"
+	"demosvc/delivery"
 	"demosvc/eventlog"
 	"demosvc/projections"
 )
@@ -24,6 +25,8 @@ type Deps struct {
 	Config  *config.Config
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Deliveries serves the webhook attempt logs; nil answers 503.
+	Deliveries *delivery.Manager
 	// Clock drives the rate limiters; nil means time.Now.
 	Clock func() time.Time
 }
@@ -66,6 +69,9 @@ func NewServer(d Deps) *Server {
 	s.handler = s.routes()
 	return s
 }
+
+// SetDeliveries gives the server the delivery manager, before SetState.
+func (s *Server) SetDeliveries(m *delivery.Manager) { s.deps.Deliveries = m }
 
 // SetState gives the server the rebuilt state and marks it ready.
 func (s *Server) SetState(p *projections.Projections) {
