@@ -127,6 +127,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	go func() { deliveries.Run(deliveryCtx); close(deliveriesDone) }()
 	defer func() { stopDeliveries(); <-deliveriesDone }()
 	api.SetDeliveries(deliveries)
+	metrics.Registry.MustRegister(deliveries.Collectors()...)
 
 	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
 	if err != nil {

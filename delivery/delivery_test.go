@@ -25,9 +25,10 @@ import (
 // and answers as the test says.
 type receiver struct {
 	*httptest.Server
-	mu     sync.Mutex
-	got    []received
-	answer func(n int) (status int, delay time.Duration)
+	mu        sync.Mutex
+	got       []received
+	cancelled int // requests whose sender gave up before the answer
+	answer    func(n int) (status int, delay time.Duration)
 }
 
 type received struct {
@@ -51,6 +52,10 @@ func newReceiver(t *testing.T, answer func(n int) (int, time.Duration)) *receive
 			select {
 			case <-time.After(delay):
 			case <-r.Context().Done():
+				rv.mu.Lock()
+				rv.cancelled++
+				rv.mu.Unlock()
+				return
 			}
 		}
 		w.WriteHeader(status)
@@ -424,4 +429,64 @@ func TestABacklogWaitingAcrossARestartIsDelivered(t *testing.T) {
 		}
 	}
 	_ = wh
+}
+
+func TestGoneDisablesTheWebhook(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, func(int) (int, time.Duration) { return http.StatusGone, 0 })
+	wh := w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	agent := w.newAgent()
+	w.startSession(agent, "a@example.com")
+	waitFor(t, "the webhook disabled", func() bool {
+		v, err := w.state.Webhook(w.pr.Account.ID, wh.ID)
+		return err == nil && v.Status == "disabled"
+	})
+	ds := deliveriesOf(t, w, wh.ID)
+	if len(ds) != 1 || ds[0].Status != StatusFailed || ds[0].Attempts != 1 || !strings.Contains(ds[0].LastError, "410 Gone") {
+		t.Errorf("deliveries %+v", ds)
+	}
+	// Nothing more is sent, and the attempt log stays.
+	w.startSession(agent, "b@example.com")
+	head := w.log.DurableSeq()
+	waitFor(t, "the log to move on", func() bool { return w.log.DurableSeq() >= head })
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if rv.count() != 1 {
+			t.Fatalf("%d requests after 410, want none after the first", rv.count()-1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ds := deliveriesOf(t, w, wh.ID); len(ds) != 1 {
+		t.Errorf("attempt log after disabling: %d deliveries", len(ds))
+	}
+}
+
+func TestDeleteCancelsTheAttemptInFlight(t *testing.T) {
+	w := openWorld(t, "")
+	started := make(chan struct{}, 1)
+	var rv *receiver
+	rv = newReceiver(t, func(int) (int, time.Duration) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		return 200, 10 * time.Second
+	})
+	wh := w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	<-started
+	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The receiver sees the sender give up on the request in flight.
+	waitFor(t, "the attempt in flight to be cancelled", func() bool {
+		rv.mu.Lock()
+		defer rv.mu.Unlock()
+		return rv.cancelled == 1
+	})
+	if rv.count() != 1 {
+		t.Errorf("%d requests, want the one in flight only", rv.count())
+	}
 }

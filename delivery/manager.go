@@ -56,6 +56,7 @@ type Delivery struct {
 	LastError      string `msgpack:"er"`
 	NextAttemptAt  int64  `msgpack:"n"` // unix ms; 0 when not pending
 	CreatedAt      int64  `msgpack:"ca"`
+	EventAt        int64  `msgpack:"t"` // the event's commit, unix ms
 	UpdatedAt      int64  `msgpack:"ua"`
 }
 
@@ -72,14 +73,15 @@ func deliveryKey(wh, id string) []byte { return append(deliveryPrefix(wh), id...
 
 // Manager runs one delivery loop per registered webhook.
 type Manager struct {
-	log    *eventlog.Log
-	state  *projections.Projections
-	store  *eventlog.Store
-	cfg    Config
-	client *http.Client
-	logger *slog.Logger
-	sem    chan struct{}
-	ids    *eventlog.IDs
+	log     *eventlog.Log
+	state   *projections.Projections
+	store   *eventlog.Store
+	cfg     Config
+	client  *http.Client
+	logger  *slog.Logger
+	sem     chan struct{}
+	ids     *eventlog.IDs
+	metrics *metrics
 
 	mu    sync.Mutex
 	loops map[string]*loop
@@ -99,10 +101,11 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 	}
 	return &Manager{
 		log: log, state: state, store: log.Store(), cfg: cfg, logger: logger,
-		client: newClient(cfg.AllowPrivate, cfg.Concurrency, cfg.Timeout),
-		sem:    make(chan struct{}, cfg.Concurrency),
-		ids:    eventlog.NewIDs(time.Now),
-		loops:  map[string]*loop{},
+		client:  newClient(cfg.AllowPrivate, cfg.Concurrency, cfg.Timeout),
+		sem:     make(chan struct{}, cfg.Concurrency),
+		ids:     eventlog.NewIDs(time.Now),
+		loops:   map[string]*loop{},
+		metrics: newMetrics(),
 	}
 }
 
@@ -140,6 +143,13 @@ func (m *Manager) reconcile() {
 	defer m.mu.Unlock()
 	for _, t := range targets {
 		live[t.ID] = true
+		if t.Disabled {
+			if l := m.loops[t.ID]; l != nil {
+				l.cancel()
+				delete(m.loops, t.ID)
+			}
+			continue
+		}
 		if m.loops[t.ID] != nil {
 			continue
 		}
@@ -302,6 +312,8 @@ func (l *loop) run() error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer l.cancel()
+	lag := l.m.metrics.lag.WithLabelValues(l.t.ID)
+	defer l.m.metrics.lag.DeleteLabelValues(l.t.ID)
 	for {
 		select {
 		case <-l.stopping:
@@ -309,7 +321,9 @@ func (l *loop) run() error {
 		default:
 		}
 		changed := l.m.log.Changed()
-		if head := l.m.log.DurableSeq(); head > cursor {
+		head := l.m.log.DurableSeq()
+		lag.Set(float64(head - min(head, cursor)))
+		if head > cursor {
 			if cursor, err = l.collect(cursor, head); err != nil {
 				return err
 			}
@@ -395,7 +409,8 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 			return err
 		}
 		d := &Delivery{ID: l.m.ids.New("dlv_"), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
-			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix()}
+			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
+			EventAt: rec.Time.UnixMilli()}
 		fresh = append(fresh, d)
 		return nil
 	})
@@ -516,11 +531,26 @@ func (l *loop) record(r result) error {
 	switch {
 	case r.err == nil && r.status >= 200 && r.status < 300:
 		d.Status, d.LastError, d.NextAttemptAt = StatusSucceeded, "", 0
+		l.m.metrics.attempts.WithLabelValues("succeeded").Inc()
+		if d.EventAt > 0 {
+			l.m.metrics.latency.Observe(time.Since(time.UnixMilli(d.EventAt)).Seconds())
+		}
+	case r.err == nil && r.status == http.StatusGone:
+		// The receiver says the endpoint is gone for good: stop sending
+		// anything to this webhook.
+		d.Status, d.NextAttemptAt = StatusFailed, 0
+		d.LastError = "the receiver answered 410 Gone; the webhook is disabled"
+		l.m.metrics.attempts.WithLabelValues("disabled").Inc()
+		if err := l.m.state.DisableWebhook(l.ctx, l.t.ID, "the receiver answered 410 Gone"); err != nil {
+			l.m.logger.Error("disabling a webhook after 410 Gone", "webhook_id", l.t.ID, "err", err)
+		}
 	default:
 		d.LastError = describe(r, l.m.cfg.Timeout)
 		if d.Attempts > l.m.cfg.MaxRetries {
 			d.Status, d.NextAttemptAt = StatusFailed, 0
+			l.m.metrics.attempts.WithLabelValues("failed").Inc()
 		} else {
+			l.m.metrics.attempts.WithLabelValues("retrying").Inc()
 			wait := l.backoff(d.Attempts)
 			if r.retry > wait {
 				wait = r.retry

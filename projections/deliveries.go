@@ -124,6 +124,8 @@ type Target struct {
 	Secret  string
 	// From is the seq of its registration: it receives events after it.
 	From uint64
+	// Disabled webhooks get nothing more, but keep their attempt log.
+	Disabled bool
 }
 
 // WebhookTargets returns every registered webhook with its secret opened.
@@ -135,6 +137,10 @@ func (p *Projections) WebhookTargets() ([]Target, []error) {
 	p.View(func(s *State) {
 		for _, acc := range s.accountOrder {
 			for _, w := range s.tenants[acc.ID].webhooks {
+				if w.disabled {
+					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
+					continue
+				}
 				secret, err := p.opts.Sealer.Open(w.secret)
 				if err != nil {
 					errs = append(errs, err)
@@ -151,10 +157,10 @@ func (p *Projections) WebhookTargets() ([]Target, []error) {
 	return out, errs
 }
 
-// WebhookExists reports whether a webhook is still registered: the last
-// check before anything is sent to it.
+// WebhookExists reports whether a webhook is still registered and enabled:
+// the last check before anything is sent to it.
 func (p *Projections) WebhookExists(id string) bool {
 	var ok bool
-	p.View(func(s *State) { ok = s.webhooks[id] != nil })
+	p.View(func(s *State) { ok = s.webhooks[id] != nil && !s.webhooks[id].disabled })
 	return ok
 }

@@ -25,6 +25,7 @@ const (
 	TypeMeetingBooked     = "meeting.booked"
 	TypeWebhookRegistered = "webhook.registered"
 	TypeWebhookDeleted    = "webhook.deleted"
+	TypeWebhookDisabled   = "webhook.disabled"
 )
 
 // AccountCreated opens an account. RateLimitPerMinute is the enterprise
@@ -153,6 +154,14 @@ type WebhookDeleted struct {
 	WebhookID string `json:"webhook_id"`
 }
 
+// WebhookDisabled records that delivery stopped for good because the
+// receiver answered 410 Gone: a decision of the delivery side, recorded as
+// its own event when it is made.
+type WebhookDisabled struct {
+	WebhookID string `json:"webhook_id"`
+	Reason    string `json:"reason"`
+}
+
 // NewRegistry returns the registry of every domain event payload.
 func NewRegistry() *eventlog.Registry {
 	r := eventlog.NewRegistry()
@@ -170,5 +179,6 @@ func NewRegistry() *eventlog.Registry {
 	eventlog.Register[MeetingBooked](r, TypeMeetingBooked, 1)
 	eventlog.Register[WebhookRegistered](r, TypeWebhookRegistered, 1)
 	eventlog.Register[WebhookDeleted](r, TypeWebhookDeleted, 1)
+	eventlog.Register[WebhookDisabled](r, TypeWebhookDisabled, 1)
 	return r
 }

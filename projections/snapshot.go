@@ -13,7 +13,7 @@ import (
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 4 << 20
@@ -122,6 +122,7 @@ func (s *State) encodeSnapshot() ([]byte, error) {
 			}
 			w.bytes(wh.secret)
 			w.int(wh.createdAt)
+			w.bool(wh.disabled)
 		}
 	}
 	return w.buf, w.err
@@ -307,6 +308,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 			}
 			wh.secret = append(eventlog.Sealed(nil), r.raw()...)
 			wh.createdAt = r.int()
+			wh.disabled = r.bool()
 			t.webhooks[i] = wh
 			s.webhooks[wh.id] = wh
 		}

@@ -137,6 +137,8 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 		err = s.applyWebhookRegistered(rec, p)
 	case *WebhookDeleted:
 		err = s.applyWebhookDeleted(rec, p)
+	case *WebhookDisabled:
+		err = s.applyWebhookDisabled(rec, p)
 	default:
 		err = errorf("no projection for %T", payload)
 	}

@@ -27,6 +27,7 @@ type webhook struct {
 	events    []string
 	secret    eventlog.Sealed
 	createdAt int64
+	disabled  bool // the receiver answered 410 Gone
 }
 
 // WebhookView is a webhook as the API shows it; Secret is set only in the
@@ -41,7 +42,11 @@ type WebhookView struct {
 }
 
 func (w *webhook) view() WebhookView {
-	return WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: "enabled", CreatedAt: apiTime(w.createdAt)}
+	status := "enabled"
+	if w.disabled {
+		status = "disabled"
+	}
+	return WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: status, CreatedAt: apiTime(w.createdAt)}
 }
 
 // WebhookInput is the body of POST /v1/webhooks.
@@ -155,6 +160,42 @@ func (p *Projections) DeleteWebhook(ctx context.Context, pr Principal, webhookID
 		},
 	})
 	return err
+}
+
+// DisableWebhook stops delivery to a webhook for good: its receiver
+// answered 410 Gone. It stays listed, with status disabled.
+func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason string) error {
+	var account string
+	p.View(func(s *State) {
+		if w := s.webhooks[webhookID]; w != nil {
+			account = w.tenant.account.ID
+		}
+	})
+	_, err := p.Do(ctx, Command{
+		Account: account, Actor: "delivery",
+		Decide: func(s *State) ([]any, []eventlog.Put, error) {
+			w := s.webhooks[webhookID]
+			if w == nil || w.disabled {
+				return nil, nil, nil
+			}
+			return []any{&WebhookDisabled{WebhookID: webhookID, Reason: reason}}, nil, nil
+		},
+	})
+	return err
+}
+
+func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
+	w := s.webhooks[p.WebhookID]
+	if w == nil || w.tenant.account.ID != rec.Account {
+		return errorf("disabling unknown webhook %s", p.WebhookID)
+	}
+	w.disabled = true
+	return nil
+}
+
+// Validate checks a webhook.disabled payload.
+func (p *WebhookDisabled) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 
 // Webhook returns one webhook of account, without its secret.
