@@ -89,7 +89,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	store *eventlog.Store
 	log   *eventlog.Log
@@ -107,7 +107,7 @@ func testConfig() Config {
 
 var testKey = make([]byte, eventlog.MasterKeySize)
 
-func openWorld(t *testing.T, dir string) *world {
+func openWorld(t testing.TB, dir string) *world {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -488,5 +488,70 @@ func TestDeleteCancelsTheAttemptInFlight(t *testing.T) {
 	})
 	if rv.count() != 1 {
 		t.Errorf("%d requests, want the one in flight only", rv.count())
+	}
+}
+
+func TestBadReceiversEndInAClearError(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		handler   http.HandlerFunc
+		tls       bool // the webhook URL says https, the receiver speaks plain HTTP
+		status    string
+		lastError string
+	}{
+		{"a 100 MB answer is not read", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < 100; i++ {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, false, StatusSucceeded, ""},
+		{"a slowloris trickle times out", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			for i := 0; i < 100; i++ {
+				if _, err := w.Write([]byte("x")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}, false, StatusFailed, "took longer than 300ms"},
+		{"a TLS error", func(w http.ResponseWriter, r *http.Request) {}, true, StatusFailed, "http: server gave HTTP response to HTTPS client"},
+		{"a connection reset", func(w http.ResponseWriter, r *http.Request) {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+		}, false, StatusFailed, "EOF"},
+		{"a redirect is a failure", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://elsewhere.example.com/", http.StatusFound)
+		}, false, StatusFailed, "the receiver answered 302 Found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := openWorld(t, "")
+			srv := httptest.NewServer(tc.handler)
+			t.Cleanup(srv.Close)
+			url := srv.URL
+			if tc.tls {
+				url = strings.Replace(url, "http://", "https://", 1)
+			}
+			wh := w.register(url, "contact.created")
+			cfg := testConfig()
+			cfg.Timeout, cfg.MaxRetries = 300*time.Millisecond, 0
+			w.start(cfg)
+			w.startSession(w.newAgent(), "a@example.com")
+			waitFor(t, "the delivery to end", func() bool {
+				ds := deliveriesOf(t, w, wh.ID)
+				return len(ds) == 1 && ds[0].Status != StatusPending
+			})
+			d := deliveriesOf(t, w, wh.ID)[0]
+			if d.Status != tc.status || !strings.Contains(d.LastError, tc.lastError) {
+				t.Errorf("status %s, last_error %q; want %s with %q", d.Status, d.LastError, tc.status, tc.lastError)
+			}
+		})
 	}
 }

@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"bytes"
+	"container/heap"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -11,7 +13,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ type Config struct {
 	MaxRetries       int           // retries after the first attempt
 	Backoff          time.Duration // the first retry's delay
 	BackoffFactor    float64       // growth per retry
-	Concurrency      int           // attempts in flight, all webhooks together
+	Concurrency      int           // attempts in flight per webhook
 	AllowPrivate     bool
 	StandardWebhooks bool
 	UserAgent        string
@@ -79,7 +80,6 @@ type Manager struct {
 	cfg     Config
 	client  *http.Client
 	logger  *slog.Logger
-	sem     chan struct{}
 	ids     *eventlog.IDs
 	metrics *metrics
 
@@ -102,7 +102,6 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 	return &Manager{
 		log: log, state: state, store: log.Store(), cfg: cfg, logger: logger,
 		client:  newClient(cfg.AllowPrivate, cfg.Concurrency, cfg.Timeout),
-		sem:     make(chan struct{}, cfg.Concurrency),
 		ids:     eventlog.NewIDs(time.Now),
 		loops:   map[string]*loop{},
 		metrics: newMetrics(),
@@ -250,6 +249,7 @@ func (l *loop) retry(id string) (Delivery, error) {
 		return Delivery{}, err
 	}
 	l.pending[d.ID] = &d
+	l.ready = append(l.ready, d.ID)
 	return d, nil
 }
 
@@ -294,6 +294,32 @@ type loop struct {
 	results  chan result
 	pending  map[string]*Delivery // not yet succeeded or failed
 	busy     map[string]bool      // attempt in flight
+	ready    []string             // pending and due now, oldest first
+	later    retryHeap            // pending and due later
+}
+
+// retryHeap orders deliveries waiting for a retry by when it is due.
+type retryHeap []retryAt
+
+type retryAt struct {
+	at int64 // unix ms
+	id string
+}
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(retryAt)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// schedule queues a pending delivery for its next attempt.
+func (l *loop) schedule(d *Delivery) {
+	heap.Push(&l.later, retryAt{at: d.NextAttemptAt, id: d.ID})
 }
 
 type result struct {
@@ -335,7 +361,18 @@ func (l *loop) run() error {
 		case <-changed:
 		case <-timer.C:
 		case r := <-l.results:
-			if err := l.record(r); err != nil {
+			// Take every result that is waiting: one synced write for all.
+			batch := []result{r}
+		more:
+			for len(batch) < cap(l.results) {
+				select {
+				case r := <-l.results:
+					batch = append(batch, r)
+				default:
+					break more
+				}
+			}
+			if err := l.record(batch...); err != nil {
 				return err
 			}
 		case req := <-l.retries:
@@ -379,6 +416,7 @@ func (l *loop) loadState() (uint64, error) {
 		}
 		if d.Status == StatusPending {
 			l.pending[d.ID] = &d
+			l.schedule(&d)
 		}
 		return nil
 	})
@@ -430,6 +468,7 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	}
 	for _, d := range fresh {
 		l.pending[d.ID] = d
+		l.ready = append(l.ready, d.ID)
 	}
 	return to, nil
 }
@@ -441,26 +480,29 @@ type envelope struct {
 	Data      any    `json:"data"`
 }
 
-// dispatch starts every due attempt and returns how long until the next
-// one is due.
+// dispatch starts due attempts, at most delivery.concurrency of this
+// webhook at once, and returns how long until the next retry is due. The
+// bound is per webhook so that a dead receiver, whose attempts each hold a
+// slot for delivery.timeout, never takes a healthy webhook's slots.
 func (l *loop) dispatch() time.Duration {
 	now := time.Now().UnixMilli()
-	next := int64(math.MaxInt64)
-	for id, d := range l.pending {
-		if l.busy[id] {
-			continue
-		}
-		if d.NextAttemptAt <= now {
-			l.busy[id] = true
-			go l.attempt(*d)
-			continue
-		}
-		next = min(next, d.NextAttemptAt)
+	for l.later.Len() > 0 && l.later[0].at <= now {
+		l.ready = append(l.ready, heap.Pop(&l.later).(retryAt).id)
 	}
-	if next == math.MaxInt64 {
+	for len(l.ready) > 0 && len(l.busy) < l.m.cfg.Concurrency {
+		id := l.ready[0]
+		l.ready = l.ready[1:]
+		d := l.pending[id]
+		if d == nil || l.busy[id] {
+			continue
+		}
+		l.busy[id] = true
+		go l.attempt(*d)
+	}
+	if l.later.Len() == 0 {
 		return time.Hour
 	}
-	return time.Duration(next-now) * time.Millisecond
+	return time.Duration(l.later[0].at-now) * time.Millisecond
 }
 
 // maxResponseBody is what is read of a receiver's answer: enough to reuse
@@ -476,20 +518,13 @@ func (l *loop) attempt(d Delivery) {
 		case <-l.ctx.Done():
 		}
 	}()
-	select {
-	case l.m.sem <- struct{}{}:
-		defer func() { <-l.m.sem }()
-	case <-l.ctx.Done():
-		r.err = l.ctx.Err()
-		return
-	}
 	if !l.m.state.WebhookExists(l.t.ID) {
 		r.err = context.Canceled
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.m.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.t.URL, strings.NewReader(string(d.Body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.t.URL, bytes.NewReader(d.Body))
 	if err != nil {
 		r.err = err
 		return
@@ -517,8 +552,39 @@ func (l *loop) attempt(d Delivery) {
 	}
 }
 
-// record applies an attempt's outcome and stores it.
-func (l *loop) record(r result) error {
+// record applies attempts' outcomes and stores them in one synced write.
+func (l *loop) record(results ...result) error {
+	var puts []eventlog.Put
+	var ended []string
+	for _, r := range results {
+		d := l.apply(r)
+		if d == nil {
+			continue
+		}
+		v, err := msgpack.Marshal(d)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, eventlog.Put{Key: deliveryKey(l.t.ID, d.ID), Value: v})
+		if d.Status != StatusPending {
+			ended = append(ended, d.ID)
+		}
+	}
+	if len(puts) == 0 {
+		return nil
+	}
+	if err := l.m.store.WriteSync(puts, nil, nil); err != nil {
+		return err
+	}
+	for _, id := range ended {
+		delete(l.pending, id)
+	}
+	return nil
+}
+
+// apply updates the delivery an attempt was for, or returns nil when there
+// is nothing to record (the webhook is gone).
+func (l *loop) apply(r result) *Delivery {
 	delete(l.busy, r.id)
 	d := l.pending[r.id]
 	if d == nil || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
@@ -556,19 +622,10 @@ func (l *loop) record(r result) error {
 				wait = r.retry
 			}
 			d.NextAttemptAt = now.Add(wait).UnixMilli()
+			l.schedule(d)
 		}
 	}
-	v, err := msgpack.Marshal(d)
-	if err != nil {
-		return err
-	}
-	if err := l.m.store.WriteSync([]eventlog.Put{{Key: deliveryKey(l.t.ID, d.ID), Value: v}}, nil, nil); err != nil {
-		return err
-	}
-	if d.Status != StatusPending {
-		delete(l.pending, d.ID)
-	}
-	return nil
+	return d
 }
 
 // backoff is delivery.backoff * factor^(n-1), ±20% jitter, for the n-th

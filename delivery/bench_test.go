@@ -1,0 +1,209 @@
+package delivery
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"demosvc/projections"
+)
+
+// countingReceiver answers 200 to everything and counts, recording when
+// each contact's event arrived.
+type countingReceiver struct {
+	*httptest.Server
+	n       atomic.Int64
+	mu      sync.Mutex
+	arrived map[string]time.Time // contact e-mail -> arrival
+}
+
+func newCountingReceiver(b *testing.B, record bool) *countingReceiver {
+	cr := &countingReceiver{arrived: map[string]time.Time{}}
+	cr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if record {
+			var env struct {
+				Data struct {
+					Contact struct{ Email string } `json:"contact"`
+				} `json:"data"`
+			}
+			json.Unmarshal(body, &env)
+			cr.mu.Lock()
+			cr.arrived[env.Data.Contact.Email] = time.Now()
+			cr.mu.Unlock()
+		}
+		cr.n.Add(1)
+	}))
+	b.Cleanup(cr.Close)
+	return cr
+}
+
+// sessions starts n sessions with new contacts from 64 goroutines: n
+// contact.created events.
+func (w *world) sessions(b *testing.B, agent string, from, n int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				_, err := w.state.StartSession(b.Context(), w.pr, projections.SessionInput{AgentID: agent,
+					Contact: &projections.Contact{Name: "P", Email: fmt.Sprintf("p%d@example.com", from+i)}}, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkDeliveries measures signed deliveries per second from the log to
+// a local receiver, with 1 and with 25 webhooks (b.N deliveries in all),
+// against a plain client POSTing the same number of bodies of the same
+// size to the same receiver at the same concurrency. Target: at least
+// 10,000 deliveries/s.
+func BenchmarkDeliveries(b *testing.B) {
+	for _, hooks := range []int{1, 25} {
+		b.Run(fmt.Sprintf("webhooks=%d", hooks), func(b *testing.B) {
+			w := openWorld(b, "")
+			rv := newCountingReceiver(b, false)
+			for i := 0; i < hooks; i++ {
+				w.register(rv.URL, "contact.created")
+			}
+			events := max(1, b.N/hooks)
+			total := int64(events * hooks)
+			w.sessions(b, w.newAgent(), 0, events)
+
+			// Baseline: the same number of POSTs of a body of the same size.
+			body := bytes.Repeat([]byte("x"), 260)
+			cfg := testConfig()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency}}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for c := 0; c < cfg.Concurrency; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= total {
+						resp, err := client.Post(rv.URL, "application/json", bytes.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}()
+			}
+			wg.Wait()
+			bare := time.Since(start)
+			rv.n.Store(0)
+
+			start = time.Now()
+			w.start(cfg)
+			for rv.n.Load() < total {
+				time.Sleep(time.Millisecond)
+			}
+			took := time.Since(start)
+			b.StopTimer()
+			rate := float64(total) / took.Seconds()
+			bareRate := float64(total) / bare.Seconds()
+			b.ReportMetric(rate, "deliveries/s")
+			b.ReportMetric(bareRate, "bare-posts/s")
+			b.ReportMetric(rate/bareRate, "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkDeliveryLatency appends events at 1,000 a second for a webhook
+// whose receiver is on loopback and reports the latency from each event's
+// commit (its command returning) to its arrival. Target: p99 at most 20 ms.
+func BenchmarkDeliveryLatency(b *testing.B) {
+	w := openWorld(b, "")
+	rv := newCountingReceiver(b, true)
+	w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	w.start(testConfig())
+	committed := make(map[string]time.Time, b.N)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		<-tick.C
+		email := fmt.Sprintf("p%d@example.com", i)
+		if _, err := w.state.StartSession(b.Context(), w.pr, projections.SessionInput{AgentID: agent,
+			Contact: &projections.Contact{Name: "P", Email: email}}, nil); err != nil {
+			b.Fatal(err)
+		}
+		committed[email] = time.Now()
+	}
+	for rv.n.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	var lat []time.Duration
+	rv.mu.Lock()
+	for email, at := range rv.arrived {
+		d := at.Sub(committed[email])
+		lat = append(lat, max(d, 0))
+	}
+	rv.mu.Unlock()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkHealthyBesideDead measures a healthy webhook's deliveries per
+// second alone, then with a dead receiver (it accepts and never answers)
+// registered beside it for the same events. Target: the ratio within 10%
+// of 1.
+func BenchmarkHealthyBesideDead(b *testing.B) {
+	run := func(withDead bool) float64 {
+		w := openWorld(b, "")
+		healthy := newCountingReceiver(b, false)
+		w.register(healthy.URL, "contact.created")
+		if withDead {
+			quit := make(chan struct{})
+			dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-quit:
+				}
+			}))
+			b.Cleanup(func() { close(quit); dead.Close() })
+			w.register(dead.URL, "contact.created")
+		}
+		w.sessions(b, w.newAgent(), 0, b.N)
+		start := time.Now()
+		w.start(testConfig())
+		for healthy.n.Load() < int64(b.N) {
+			time.Sleep(time.Millisecond)
+		}
+		rate := float64(b.N) / time.Since(start).Seconds()
+		w.close()
+		return rate
+	}
+	cfg := testConfig()
+	_ = cfg
+	alone := run(false)
+	beside := run(true)
+	b.ReportMetric(alone, "alone-deliveries/s")
+	b.ReportMetric(beside, "beside-dead-deliveries/s")
+	b.ReportMetric(beside/alone, "ratio")
+	b.ReportMetric(0, "ns/op")
+}
