@@ -111,7 +111,8 @@ func serverReady(dir string) (string, bool) {
 //
 // sends a request to $URL+PATH and prints the status line, the headers
 // named by -show (in that order), a blank line and the body. BODY starting
-// with @ names a file. -key KEY sends Authorization: Bearer KEY. With -repeat N it sends N requests, prints a line
+// with @ names a file; {n} in it becomes the request's number (0, 1, …).
+// -key KEY sends Authorization: Bearer KEY. With -repeat N it sends N requests, prints a line
 // "statuses: 200 x59, 429 x1" and then the last response. `! http`
 // expects the (last) status to be non-2xx.
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
@@ -160,7 +161,7 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	for i := 0; i < repeat; i++ {
 		var rd io.Reader
 		if len(args) == 3 {
-			rd = strings.NewReader(body)
+			rd = strings.NewReader(strings.ReplaceAll(body, "{n}", strconv.Itoa(i)))
 		}
 		req, err := http.NewRequest(args[0], ts.Getenv("URL")+args[1], rd)
 		ts.Check(err)
@@ -314,11 +315,16 @@ func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], srv.URL)
 }
 
-// received NAME N waits until receiver NAME got N requests, then prints
-// their bodies, one a line, in the order they came.
+// received [-distinct] NAME N waits until receiver NAME got N requests (N
+// different bodies with -distinct), then prints their bodies, one a line,
+// in the order they came.
 func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
+	distinct := len(args) > 0 && args[0] == "-distinct"
+	if distinct {
+		args = args[1:]
+	}
 	if neg || len(args) != 2 {
-		ts.Fatalf("usage: received NAME N")
+		ts.Fatalf("usage: received [-distinct] NAME N")
 	}
 	v, ok := scriptReceivers.Load(ts.Getenv("WORK") + "/" + args[0])
 	if !ok {
@@ -332,7 +338,15 @@ func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
 		rv.mu.Lock()
 		got := append([]string(nil), rv.bodies...)
 		rv.mu.Unlock()
-		if len(got) >= n {
+		count := len(got)
+		if distinct {
+			set := map[string]bool{}
+			for _, b := range got {
+				set[b] = true
+			}
+			count = len(set)
+		}
+		if count >= n {
 			fmt.Fprintln(ts.Stdout(), strings.Join(got, "\n"))
 			return
 		}

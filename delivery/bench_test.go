@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,7 +49,7 @@ func newCountingReceiver(b *testing.B, record bool) *countingReceiver {
 
 // sessions starts n sessions with new contacts from 64 goroutines: n
 // contact.created events.
-func (w *world) sessions(b *testing.B, agent string, from, n int) {
+func (w *world) sessions(b testing.TB, agent string, from, n int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for g := 0; g < 64; g++ {
@@ -56,7 +57,7 @@ func (w *world) sessions(b *testing.B, agent string, from, n int) {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				_, err := w.state.StartSession(b.Context(), w.pr, projections.SessionInput{AgentID: agent,
+				_, err := w.state.StartSession(context.Background(), w.pr, projections.SessionInput{AgentID: agent,
 					Contact: &projections.Contact{Name: "P", Email: fmt.Sprintf("p%d@example.com", from+i)}}, nil)
 				if err != nil {
 					b.Error(err)

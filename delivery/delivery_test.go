@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,41 +395,52 @@ func TestSSRFGuardRefusesLoopbackWithAClearError(t *testing.T) {
 	}
 }
 
-func TestABacklogWaitingAcrossARestartIsDelivered(t *testing.T) {
+func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	w := openWorld(t, dir)
-	rv := newReceiver(t, nil)
+	var healthy atomic.Bool
+	rv := newReceiver(t, func(int) (int, time.Duration) {
+		if healthy.Load() {
+			return 200, 0
+		}
+		return 500, 0
+	})
 	wh := w.register(rv.URL, "contact.created")
 	agent := w.newAgent()
-	w.start(testConfig())
-	for i := 0; i < 20; i++ {
-		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
-	}
-	waitFor(t, "the first 20", func() bool { return rv.count() >= 20 })
+	cfg := testConfig()
+	cfg.Backoff, cfg.MaxRetries = 100*time.Millisecond, 10
+	w.start(cfg)
+	w.sessions(t, agent, 0, 100) // these fail: pending retries at the stop
+	waitFor(t, "100 first attempts", func() bool { return rv.count() >= 100 })
 	w.stop()
 	w.stop = nil
-	// Events appended while nothing delivers.
-	for i := 20; i < 500; i++ {
-		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
-	}
+	w.sessions(t, agent, 100, 10_000) // a backlog appended while nothing delivers
 	w.close()
 
+	healthy.Store(true)
 	w = openWorld(t, dir)
-	w.start(testConfig())
-	waitFor(t, "all 500", func() bool { return rv.count() >= 500 })
-	seen := map[string]int{}
+	w.start(cfg)
+	waitFor(t, "10,100 deliveries succeeded", func() bool {
+		ds, _, err := w.m.Deliveries(wh.ID, 20_000, "")
+		if err != nil || len(ds) != 10_100 {
+			return false
+		}
+		for _, d := range ds {
+			if d.Status != StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	seen := map[string]bool{}
 	for _, r := range rv.all() {
-		seen[r.header.Get("X-Service-Event-Id")]++
-	}
-	if len(seen) != 500 {
-		t.Errorf("%d distinct events delivered, want 500", len(seen))
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("event %s delivered %d times without a crash", id, n)
+		if r.header.Get("X-Service-Delivery-Attempt") != "" {
+			seen[r.header.Get("X-Service-Event-Id")] = true
 		}
 	}
-	_ = wh
+	if len(seen) != 10_100 {
+		t.Errorf("%d distinct events reached the receiver, want 10,100", len(seen))
+	}
 }
 
 func TestGoneDisablesTheWebhook(t *testing.T) {
