@@ -62,7 +62,7 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Delivery.Backoff }, func(c *Config) error { return positive(c.Delivery.Backoff) }},
 	{"delivery.backoff_factor", "multiplier applied to the wait after each retry (>= 1)",
 		func(c *Config) any { return &c.Delivery.BackoffFactor }, func(c *Config) error { return atLeastOne(c.Delivery.BackoffFactor) }},
-	{"delivery.concurrency", "webhook deliveries in flight at once (1..1024)",
+	{"delivery.concurrency", "webhook deliveries in flight per webhook (1..1024)",
 		func(c *Config) any { return &c.Delivery.Concurrency }, func(c *Config) error { return between(c.Delivery.Concurrency, 1, 1024) }},
 	{"delivery.allow_private_networks", "allow webhook targets on loopback and private networks",
 		func(c *Config) any { return &c.Delivery.AllowPrivateNetworks }, nil},
