@@ -111,15 +111,7 @@ func (s *Store) Close() error {
 
 // GetMeta returns the bookkeeping value stored under name.
 func (s *Store) GetMeta(name string) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(append([]byte{prefixMeta}, name...))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), true, nil
+	return s.Get(append([]byte{prefixMeta}, name...))
 }
 
 // PutMeta durably stores a bookkeeping value under name.
