@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"demosvc/config"
@@ -122,10 +123,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
 		UserAgent: "demosvc/" + version,
 	}, logger)
-	deliveryCtx, stopDeliveries := context.WithCancel(context.Background())
+	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
 	deliveriesDone := make(chan struct{})
 	go func() { deliveries.Run(deliveryCtx); close(deliveriesDone) }()
-	defer func() { stopDeliveries(); <-deliveriesDone }()
+	var stopOnce sync.Once
+	stopDeliveries := func() { stopOnce.Do(func() { cancelDeliveries(); <-deliveriesDone }) }
+	defer stopDeliveries()
 	api.SetDeliveries(deliveries)
 	metrics.Registry.MustRegister(deliveries.Collectors()...)
 
@@ -155,6 +158,9 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	if err := apiSrv.Shutdown(ctx); err != nil {
 		logger.Warn("api shutdown", "err", err)
 	}
+	// Deliveries finish their attempts in flight while the log and the
+	// state still take writes (a 410 records webhook.disabled).
+	stopDeliveries()
 	// Closing the log ends `log --follow` streams, so the admin server can
 	// then drain.
 	log.Close()

@@ -533,7 +533,7 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 					return
 				}
 			}
-		}, false, StatusFailed, "took longer than 300ms"},
+		}, false, StatusFailed, "within 300ms"},
 		{"a TLS error", func(w http.ResponseWriter, r *http.Request) {}, true, StatusFailed, "http: server gave HTTP response to HTTPS client"},
 		{"a connection reset", func(w http.ResponseWriter, r *http.Request) {
 			conn, _, _ := w.(http.Hijacker).Hijack()

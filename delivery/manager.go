@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -137,6 +138,8 @@ func (m *Manager) reconcile() {
 	for _, err := range errs {
 		m.logger.Error("webhook secret does not open; not delivering to it", "err", err)
 	}
+	// targets holds webhooks whose secret did not open as disabled ones:
+	// their state is kept, not forgotten.
 	live := map[string]bool{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -161,16 +164,27 @@ func (m *Manager) reconcile() {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if err := l.run(); err != nil && lctx.Err() == nil {
-				m.logger.Error("delivery loop stopped", "webhook_id", t.ID, "err", err)
+			err := l.run()
+			if l.deleted.Load() {
+				// Only now that nothing of the loop can write any more.
+				m.forget(t.ID)
+				return
+			}
+			if err != nil && lctx.Err() == nil {
+				m.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
+				m.mu.Lock()
+				if m.loops[t.ID] == l {
+					delete(m.loops, t.ID)
+				}
+				m.mu.Unlock()
 			}
 		}()
 	}
 	for id, l := range m.loops {
 		if !live[id] {
+			l.deleted.Store(true)
 			l.cancel()
 			delete(m.loops, id)
-			go m.forget(id)
 		}
 	}
 }
@@ -184,6 +198,10 @@ func (m *Manager) forget(wh string) {
 		m.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", wh, "err", err)
 	}
 }
+
+// errWebhookGone stops an attempt whose webhook was deleted or disabled
+// before it was sent; it is not counted as an attempt.
+var errWebhookGone = errors.New("webhook deleted or disabled")
 
 // ErrNoDelivery reports a delivery id the webhook does not have.
 var ErrNoDelivery = errors.New("no such delivery")
@@ -290,11 +308,13 @@ type loop struct {
 	ctx      context.Context // cancelled when the webhook is deleted
 	cancel   context.CancelFunc
 	stopping chan struct{} // closed at shutdown
+	deleted  atomic.Bool   // set before cancel when the webhook is gone
 	retries  chan retryReq
 	results  chan result
 	pending  map[string]*Delivery // not yet succeeded or failed
 	busy     map[string]bool      // attempt in flight
 	ready    []string             // pending and due now, oldest first
+	gone     bool                 // the receiver answered 410 Gone
 	later    retryHeap            // pending and due later
 }
 
@@ -330,6 +350,7 @@ type result struct {
 }
 
 func (l *loop) run() error {
+	defer l.cancel()
 	cursor, err := l.loadState()
 	if err != nil {
 		return err
@@ -337,7 +358,6 @@ func (l *loop) run() error {
 	l.busy = map[string]bool{}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	defer l.cancel()
 	lag := l.m.metrics.lag.WithLabelValues(l.t.ID)
 	defer l.m.metrics.lag.DeleteLabelValues(l.t.ID)
 	for {
@@ -350,12 +370,16 @@ func (l *loop) run() error {
 		head := l.m.log.DurableSeq()
 		lag.Set(float64(head - min(head, cursor)))
 		if head > cursor {
+			// One chunk at a time, then attempts: a backlog never keeps
+			// this webhook from sending.
 			if cursor, err = l.collect(cursor, head); err != nil {
 				return err
 			}
-			continue // more may be waiting; collect in chunks
 		}
 		wait := l.dispatch()
+		if cursor < l.m.log.DurableSeq() {
+			wait = 0
+		}
 		timer.Reset(wait)
 		select {
 		case <-changed:
@@ -389,6 +413,8 @@ func (l *loop) run() error {
 func (l *loop) drain() error {
 	for len(l.busy) > 0 {
 		select {
+		case req := <-l.retries:
+			req.done <- retryResult{err: errors.New("deliveries are stopping; retry after the restart")}
 		case r := <-l.results:
 			if err := l.record(r); err != nil {
 				return err
@@ -455,6 +481,14 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	if err != nil {
 		return cursor, err
 	}
+	if len(fresh) == 0 {
+		// Nothing to send: the cursor moves in memory only. After a crash
+		// these records are read again and still match nothing.
+		return to, nil
+	}
+	if l.ctx.Err() != nil {
+		return cursor, l.ctx.Err() // deleted meanwhile: write nothing more
+	}
 	for _, d := range fresh {
 		v, err := msgpack.Marshal(d)
 		if err != nil {
@@ -519,7 +553,7 @@ func (l *loop) attempt(d Delivery) {
 		}
 	}()
 	if !l.m.state.WebhookExists(l.t.ID) {
-		r.err = context.Canceled
+		r.err = errWebhookGone
 		return
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.m.cfg.Timeout)
@@ -542,7 +576,10 @@ func (l *loop) attempt(d Delivery) {
 	resp.Body.Close()
 	r.status = resp.StatusCode
 	if err != nil && ctx.Err() != nil {
-		r.err = fmt.Errorf("the whole exchange took longer than %s", l.m.cfg.Timeout)
+		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", l.m.cfg.Timeout, ctx.Err())
+		if l.ctx.Err() != nil {
+			r.err = l.ctx.Err() // the webhook was deleted meanwhile
+		}
 	}
 	if s := resp.Header.Get("Retry-After"); s != "" && (r.status == 429 || r.status == 503) {
 		var secs int
@@ -570,7 +607,7 @@ func (l *loop) record(results ...result) error {
 			ended = append(ended, d.ID)
 		}
 	}
-	if len(puts) == 0 {
+	if len(puts) == 0 || l.ctx.Err() != nil {
 		return nil
 	}
 	if err := l.m.store.WriteSync(puts, nil, nil); err != nil {
@@ -579,6 +616,41 @@ func (l *loop) record(results ...result) error {
 	for _, id := range ended {
 		delete(l.pending, id)
 	}
+	if l.gone {
+		return l.disable()
+	}
+	return nil
+}
+
+// disable ends a webhook whose receiver answered 410 Gone: its other
+// pending deliveries fail (stored first, so a crash cannot leave them
+// pending for ever), then the webhook.disabled event is recorded and the
+// loop stops.
+func (l *loop) disable() error {
+	var puts []eventlog.Put
+	now := time.Now().Unix()
+	for id, d := range l.pending {
+		if l.busy[id] {
+			continue
+		}
+		d.Status, d.NextAttemptAt, d.UpdatedAt = StatusFailed, 0, now
+		d.LastError = "not sent: the webhook was disabled after 410 Gone"
+		v, err := msgpack.Marshal(d)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, eventlog.Put{Key: deliveryKey(l.t.ID, id), Value: v})
+		delete(l.pending, id)
+	}
+	if len(puts) > 0 {
+		if err := l.m.store.WriteSync(puts, nil, nil); err != nil {
+			return err
+		}
+	}
+	if err := l.m.state.DisableWebhook(context.Background(), l.t.ID, "the receiver answered 410 Gone"); err != nil {
+		return fmt.Errorf("disabling the webhook after 410 Gone: %w", err)
+	}
+	l.cancel()
 	return nil
 }
 
@@ -587,8 +659,8 @@ func (l *loop) record(results ...result) error {
 func (l *loop) apply(r result) *Delivery {
 	delete(l.busy, r.id)
 	d := l.pending[r.id]
-	if d == nil || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
-		return nil
+	if d == nil || errors.Is(r.err, errWebhookGone) || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
+		return nil // nothing was sent, or the webhook is gone: not an attempt
 	}
 	now := time.Now()
 	d.Attempts++
@@ -607,9 +679,7 @@ func (l *loop) apply(r result) *Delivery {
 		d.Status, d.NextAttemptAt = StatusFailed, 0
 		d.LastError = "the receiver answered 410 Gone; the webhook is disabled"
 		l.m.metrics.attempts.WithLabelValues("disabled").Inc()
-		if err := l.m.state.DisableWebhook(l.ctx, l.t.ID, "the receiver answered 410 Gone"); err != nil {
-			l.m.logger.Error("disabling a webhook after 410 Gone", "webhook_id", l.t.ID, "err", err)
-		}
+		l.gone = true
 	default:
 		d.LastError = describe(r, l.m.cfg.Timeout)
 		if d.Attempts > l.m.cfg.MaxRetries {

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"fmt"
+
 	"demosvc/eventlog"
 )
 
@@ -66,6 +68,11 @@ type ContactCreatedData struct {
 // kept from that moment, and meeting_booked counts only a meeting booked
 // before the record.
 func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any, ok bool) {
+	switch rec.Type {
+	case TypeSessionCompleted, TypeSessionAbandoned, TypeLeadHot, TypeMeetingBooked, TypeContactCreated:
+	default:
+		return "", nil, false // sent as no webhook event: no decoding, no lock
+	}
 	payload, err := p.log.Registry().Decode(rec)
 	if err != nil {
 		return "", nil, false
@@ -143,7 +150,9 @@ func (p *Projections) WebhookTargets() ([]Target, []error) {
 				}
 				secret, err := p.opts.Sealer.Open(w.secret)
 				if err != nil {
-					errs = append(errs, err)
+					// Keep its delivery state; send it nothing.
+					errs = append(errs, fmt.Errorf("webhook %s: %w", w.id, err))
+					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
 					continue
 				}
 				ev := map[string]bool{}

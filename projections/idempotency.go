@@ -90,12 +90,14 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 	}
 	status, body := id.Encode(out.value, out.err)
 	r := &idemRecord{Fingerprint: id.Fingerprint, Status: status, Body: body, Created: id.Now.Unix()}
+	// The command's events are in the transaction already: failing to
+	// record its response must abandon the group, not commit them.
 	var buf bytes.Buffer
 	if err := msgpack.NewEncoder(&buf).Encode(r); err != nil {
-		return outcome{err: err}, nil
+		return outcome{}, err
 	}
 	if _, err := tx.Add(nil, eventlog.Put{Key: k, Value: buf.Bytes()}); err != nil {
-		return outcome{err: err}, nil
+		return outcome{}, err
 	}
 	p.idem[string(k)] = r
 	return outcome{value: Replay{Status: status, Body: body}, records: out.records}, nil

@@ -338,9 +338,14 @@ func failAll(outs []outcome, err error) []outcome {
 // rebuild replaces the state by a replay of the durable log, and the
 // recorded responses by what the store holds.
 func (p *Projections) rebuild() {
-	if s, err := ReplayLog(p.log, nil); err == nil {
-		p.state = s
+	s, err := ReplayLog(p.log, nil)
+	if err != nil {
+		// Never keep serving changes that may not be on disk: an empty
+		// state shows nothing rather than something false.
+		p.opts.Logger.Error("rebuilding the state after a failed commit", "err", err)
+		s = NewState()
 	}
+	p.state = s
 	if idem, err := loadIdempotency(p.log.Store(), time.Now()); err == nil {
 		p.idem = idem
 	}

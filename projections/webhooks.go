@@ -95,8 +95,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// cgnat is the shared address space of RFC 6598.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// nonPublic are ranges the standard library's predicates miss: CGNAT
+// (RFC 6598), "this network", IETF protocol assignments, benchmarking, and
+// the IPv6 prefixes that embed an IPv4 address (NAT64, 6to4).
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("2002::/16"),
+}
 
 // PublicAddr reports whether deliveries may go to addr when private
 // networks are not allowed: not loopback, private (RFC 1918, unique-local),
@@ -104,9 +113,16 @@ var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 // CGNAT, unspecified or multicast.
 func PublicAddr(addr netip.Addr) bool {
 	addr = addr.Unmap()
-	return !(addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
-		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() || cgnat.Contains(addr) ||
-		!addr.IsValid())
+	if !addr.IsValid() || addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(addr) {
+			return false
+		}
+	}
+	return true
 }
 
 // PublicIP is PublicAddr for a net.IP.
