@@ -20,7 +20,7 @@ var ErrRefusedAddress = errors.New("refused: not a public address")
 // the address actually dialled, after name resolution, so a name that
 // resolves to a private address is refused as a literal one is. Redirects
 // are not followed: a 3xx is a failed delivery.
-func newClient(allowPrivate bool, concurrency int, timeout time.Duration) *http.Client {
+func newClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		dialer.Control = func(network, address string, _ syscall.RawConn) error {
@@ -36,9 +36,12 @@ func newClient(allowPrivate bool, concurrency int, timeout time.Duration) *http.
 	}
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:                 nil, // never through a proxy from the environment
-			DialContext:           func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
-			MaxIdleConnsPerHost:   concurrency,
+			Proxy:       nil, // never through a proxy from the environment
+			DialContext: func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
+			// Many webhooks may share a host, each with up to
+			// delivery.concurrency attempts: keep their connections.
+			MaxIdleConnsPerHost:   1024,
+			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   timeout,
 			ResponseHeaderTimeout: timeout,
 			ForceAttemptHTTP2:     true,

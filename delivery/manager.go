@@ -102,7 +102,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 	}
 	return &Manager{
 		log: log, state: state, store: log.Store(), cfg: cfg, logger: logger,
-		client:  newClient(cfg.AllowPrivate, cfg.Concurrency, cfg.Timeout),
+		client:  newClient(cfg.AllowPrivate, cfg.Timeout),
 		ids:     eventlog.NewIDs(time.Now),
 		loops:   map[string]*loop{},
 		metrics: newMetrics(),
