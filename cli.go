@@ -183,7 +183,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		return 0, err
 	}
 	defer d.close()
-	a := &demohttp.Admin{Log: d.log, State: d.state, Offline: true}
+	a := &demohttp.Admin{Log: d.log, State: d.state}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
 

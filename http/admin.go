@@ -25,9 +25,6 @@ const AdminSocket = "admin.sock"
 type Admin struct {
 	Log   *eventlog.Log
 	State *projections.Projections
-	// Offline is set when the handler runs inside a CLI process that opened
-	// the data dir itself, rather than inside `serve`.
-	Offline bool
 }
 
 // Handler returns the admin routes.
