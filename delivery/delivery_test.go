@@ -77,10 +77,11 @@ func (rv *receiver) all() []received {
 	return append([]received(nil), rv.got...)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or a generous deadline passes: the
+// deadline only bounds a failing test, it asserts nothing about speed.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -566,4 +567,46 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
+	w := openWorld(t, "")
+	var healthy atomic.Bool
+	rv := newReceiver(t, func(int) (int, time.Duration) {
+		if healthy.Load() {
+			return 200, 0
+		}
+		return 500, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg := testConfig()
+	cfg.MaxRetries, cfg.Backoff = 50, 20*time.Millisecond
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "first@example.com")
+	waitFor(t, "three failed attempts", func() bool { return rv.count() >= 3 })
+	for i := 0; i < 20; i++ {
+		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
+	}
+	// Paused: the new events get no delivery while the receiver fails.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := len(deliveriesOf(t, w, wh.ID)); n != 1 {
+			t.Fatalf("%d deliveries built while the receiver fails, want the first only", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	healthy.Store(true)
+	waitFor(t, "all 21 delivered", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) != 21 {
+			return false
+		}
+		for _, d := range ds {
+			if d.Status != StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -315,6 +315,7 @@ type loop struct {
 	busy     map[string]bool      // attempt in flight
 	ready    []string             // pending and due now, oldest first
 	gone     bool                 // the receiver answered 410 Gone
+	failures int                  // consecutive failed attempts
 	later    retryHeap            // pending and due later
 }
 
@@ -369,7 +370,15 @@ func (l *loop) run() error {
 		changed := l.m.log.Changed()
 		head := l.m.log.DurableSeq()
 		lag.Set(float64(head - min(head, cursor)))
-		if head > cursor {
+		// While the receiver keeps failing, build no new deliveries: the
+		// cursor stays (durably) behind, so nothing is lost, and a dead
+		// receiver costs neither CPU nor disk for every new event. One
+		// success, or no delivery left pending, lifts the pause.
+		// Likewise with maxPending deliveries still open: a healthy
+		// receiver drains them at once, a dead one does not, and memory
+		// stays bounded either way.
+		paused := l.failures >= breakerFailures && len(l.pending) > 0 || len(l.pending) >= maxPending
+		if head > cursor && !paused {
 			// One chunk at a time, then attempts: a backlog never keeps
 			// this webhook from sending.
 			if cursor, err = l.collect(cursor, head); err != nil {
@@ -377,7 +386,7 @@ func (l *loop) run() error {
 			}
 		}
 		wait := l.dispatch()
-		if cursor < l.m.log.DurableSeq() {
+		if cursor < l.m.log.DurableSeq() && !paused {
 			wait = 0
 		}
 		timer.Reset(wait)
@@ -448,6 +457,14 @@ func (l *loop) loadState() (uint64, error) {
 	})
 	return cursor, err
 }
+
+// breakerFailures consecutive failed attempts pause building new
+// deliveries for a webhook until one succeeds.
+const breakerFailures = 3
+
+// maxPending bounds the deliveries a webhook has open: past it, no new ones
+// are built until some end.
+const maxPending = 1024
 
 // maxCollect bounds the records one step of a loop reads.
 const maxCollect = 512
@@ -669,6 +686,7 @@ func (l *loop) apply(r result) *Delivery {
 	switch {
 	case r.err == nil && r.status >= 200 && r.status < 300:
 		d.Status, d.LastError, d.NextAttemptAt = StatusSucceeded, "", 0
+		l.failures = 0
 		l.m.metrics.attempts.WithLabelValues("succeeded").Inc()
 		if d.EventAt > 0 {
 			l.m.metrics.latency.Observe(time.Since(time.UnixMilli(d.EventAt)).Seconds())
@@ -681,6 +699,7 @@ func (l *loop) apply(r result) *Delivery {
 		l.m.metrics.attempts.WithLabelValues("disabled").Inc()
 		l.gone = true
 	default:
+		l.failures++
 		d.LastError = describe(r, l.m.cfg.Timeout)
 		if d.Attempts > l.m.cfg.MaxRetries {
 			d.Status, d.NextAttemptAt = StatusFailed, 0
