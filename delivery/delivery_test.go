@@ -610,3 +610,29 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 		return true
 	})
 }
+
+func TestAttemptLogPages(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	agent := w.newAgent()
+	for i := 0; i < 5; i++ {
+		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
+	}
+	waitFor(t, "5 deliveries", func() bool { return len(deliveriesOf(t, w, wh.ID)) == 5 })
+	all := deliveriesOf(t, w, wh.ID)
+	for i := 1; i < len(all); i++ {
+		if all[i-1].ID <= all[i].ID {
+			t.Fatalf("not most recent first: %s before %s", all[i-1].ID, all[i].ID)
+		}
+	}
+	page, more, err := w.m.Deliveries(wh.ID, 2, "")
+	if err != nil || !more || len(page) != 2 || page[0].ID != all[0].ID || page[1].ID != all[1].ID {
+		t.Fatalf("first page %v more %v err %v", page, more, err)
+	}
+	page, more, err = w.m.Deliveries(wh.ID, 2, all[3].ID)
+	if err != nil || more || len(page) != 1 || page[0].ID != all[4].ID {
+		t.Fatalf("last page %v more %v err %v", page, more, err)
+	}
+}

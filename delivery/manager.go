@@ -271,33 +271,34 @@ func (l *loop) retry(id string) (Delivery, error) {
 	return d, nil
 }
 
-// Deliveries returns a webhook's attempt log, most recent first.
+// Deliveries returns a page of a webhook's attempt log, most recent first:
+// at most limit deliveries before startingAfter (a delivery id), and
+// whether more remain. Delivery ids sort by creation, so the page is read
+// from the store by a reverse scan that stops after it.
 func (m *Manager) Deliveries(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
-	var all []Delivery
-	err := m.store.Scan(deliveryPrefix(wh), func(_, v []byte) error {
-		var d Delivery
-		if err := msgpack.Unmarshal(v, &d); err != nil {
-			return err
-		}
-		all = append(all, d)
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
+	var before []byte
+	if startingAfter != "" {
+		before = deliveryKey(wh, startingAfter)
 	}
 	var out []Delivery
-	skipping := startingAfter != ""
-	for i := len(all) - 1; i >= 0; i-- {
-		if skipping {
-			skipping = all[i].ID != startingAfter
-			continue
-		}
+	more := false
+	var decodeErr error
+	err := m.store.ScanReverse(deliveryPrefix(wh), before, func(_, v []byte) bool {
 		if len(out) == limit {
-			return out, true, nil
+			more = true
+			return false
 		}
-		out = append(out, all[i])
+		var d Delivery
+		if decodeErr = msgpack.Unmarshal(v, &d); decodeErr != nil {
+			return false
+		}
+		out = append(out, d)
+		return true
+	})
+	if err == nil {
+		err = decodeErr
 	}
-	return out, false, nil
+	return out, more, err
 }
 
 // loop delivers to one webhook. It alone reads and writes the webhook's

@@ -180,6 +180,31 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 	return it.Error()
 }
 
+// ScanReverse calls fn for keys with prefix that sort before `before` (or
+// every key with prefix when before is nil), newest first, until fn returns
+// false.
+func (s *Store) ScanReverse(prefix, before []byte, fn func(k, v []byte) bool) error {
+	if len(prefix) == 0 || prefix[0] == prefixLog {
+		return fmt.Errorf("scan of %q: not a bookkeeping keyspace", prefix)
+	}
+	upper := append([]byte(nil), prefix...)
+	upper[len(upper)-1]++
+	if before != nil {
+		upper = before
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.Last(); valid; valid = it.Prev() {
+		if !fn(it.Key(), it.Value()) {
+			break
+		}
+	}
+	return it.Error()
+}
+
 // logEmpty reports whether the log keyspace holds no record.
 func (s *Store) logEmpty() (bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}})
