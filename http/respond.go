@@ -25,12 +25,6 @@ type ErrorObject struct {
 
 // writeJSON writes v as the JSON response with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	if b, ok := appendJSON(v); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		w.Write(append(b, '\n'))
-		return
-	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -43,17 +37,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
-}
-
-// appendJSON renders the values that write their own JSON.
-func appendJSON(v any) ([]byte, bool) {
-	switch t := v.(type) {
-	case projections.SessionView:
-		return t.AppendJSON(make([]byte, 0, 512)), true
-	case projections.Page[projections.SessionView]:
-		return t.AppendJSON(make([]byte, 0, 512*len(t.Data)+16))
-	}
-	return nil, false
 }
 
 // writeError answers with the error object for err. An *projections.Error

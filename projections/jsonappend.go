@@ -8,67 +8,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// JSONAppender is a value that writes its own JSON, byte for byte what
-// encoding/json would write, without reflection. The hottest reads (a
-// session, a page of sessions) use it.
-type JSONAppender interface {
-	AppendJSON(b []byte) []byte
-}
-
-// AppendJSON writes v as encoding/json would.
-func (v *SessionView) AppendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, v.ID)
-	b = append(b, `,"agent_id":`...)
-	b = appendString(b, v.AgentID)
-	b = append(b, `,"contact_id":`...)
-	b = appendString(b, v.ContactID)
-	b = append(b, `,"status":`...)
-	b = appendString(b, v.Status)
-	b = append(b, `,"intent_score":`...)
-	b = strconv.AppendInt(b, int64(v.IntentScore), 10)
-	b = append(b, `,"duration_seconds":`...)
-	b = strconv.AppendInt(b, int64(v.DurationSeconds), 10)
-	b = append(b, `,"meeting_booked":`...)
-	b = strconv.AppendBool(b, v.MeetingBooked)
-	b = append(b, `,"replay_url":`...)
-	b = appendOptString(b, v.ReplayURL)
-	b = append(b, `,"signals":{"interest":`...)
-	b = strconv.AppendInt(b, int64(v.Signals.Interest), 10)
-	b = append(b, `,"objections":`...)
-	b = strconv.AppendInt(b, int64(v.Signals.Objections), 10)
-	b = append(b, `,"buying_signals":`...)
-	b = strconv.AppendInt(b, int64(v.Signals.BuyingSignals), 10)
-	b = append(b, `},"started_at":`...)
-	b = appendString(b, v.StartedAt)
-	b = append(b, `,"ended_at":`...)
-	b = appendOptString(b, v.EndedAt)
-	return append(b, '}')
-}
-
-// AppendJSON writes {"data":[…]} when the items write their own JSON.
-func (p Page[T]) AppendJSON(b []byte) ([]byte, bool) {
-	b = append(b, `{"data":[`...)
-	for i := range p.Data {
-		a, ok := any(&p.Data[i]).(JSONAppender)
-		if !ok {
-			return nil, false
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = a.AppendJSON(b)
-	}
-	return append(b, "]}"...), true
-}
-
-func appendOptString(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return appendString(b, *s)
-}
-
 const hexDigits = "0123456789abcdef"
 
 // appendString quotes s as encoding/json does with SetEscapeHTML(false):
