@@ -65,6 +65,18 @@ func newReceiver(t *testing.T, answer func(n int) (int, time.Duration)) *receive
 	return rv
 }
 
+// newSwitchableReceiver answers 500 until healthy is set, then 200.
+func newSwitchableReceiver(t *testing.T) (*receiver, *atomic.Bool) {
+	healthy := new(atomic.Bool)
+	rv := newReceiver(t, func(int) (int, time.Duration) {
+		if healthy.Load() {
+			return 200, 0
+		}
+		return 500, 0
+	})
+	return rv, healthy
+}
+
 func (rv *receiver) count() int {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
@@ -399,13 +411,7 @@ func TestSSRFGuardRefusesLoopbackWithAClearError(t *testing.T) {
 func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	w := openWorld(t, dir)
-	var healthy atomic.Bool
-	rv := newReceiver(t, func(int) (int, time.Duration) {
-		if healthy.Load() {
-			return 200, 0
-		}
-		return 500, 0
-	})
+	rv, healthy := newSwitchableReceiver(t)
 	wh := w.register(rv.URL, "contact.created")
 	agent := w.newAgent()
 	cfg := testConfig()
@@ -571,13 +577,7 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 
 func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	w := openWorld(t, "")
-	var healthy atomic.Bool
-	rv := newReceiver(t, func(int) (int, time.Duration) {
-		if healthy.Load() {
-			return 200, 0
-		}
-		return 500, 0
-	})
+	rv, healthy := newSwitchableReceiver(t)
 	wh := w.register(rv.URL, "contact.created")
 	cfg := testConfig()
 	cfg.MaxRetries, cfg.Backoff = 50, 20*time.Millisecond
