@@ -1,46 +1,20 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// The append benchmarks and their raw-Pebble baselines run at the same
-// concurrencies with values of the same size, and both report appends/s,
-// so that each pair can be compared directly.
-var benchConcurrency = []int{1, 16, 256}
-
 // benchText makes the event's payload about 200 bytes.
 var benchText = strings.Repeat("benchmark payload 0123456789 ", 7)[:200]
 
 func benchEvent(i uint64) []Event {
 	return []Event{{Account: "acc_01jd2q8mzbench", Actor: "key_01jd2q8mzbench", Payload: note{Text: benchText, N: int(i)}}}
-}
-
-// benchValueSize is the size of the stored value of one benchmark event,
-// which the raw-Pebble baselines write.
-func benchValueSize(b *testing.B) int {
-	b.Helper()
-	_, version, payload, err := testRegistry().Encode(note{Text: benchText, N: 1 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ev := benchEvent(0)[0]
-	rec := Record{Seq: 1 << 20, ID: NewIDs(time.Now).New("evt_"), Type: "note", Version: version, Time: time.Now().UTC(), Account: ev.Account, Actor: ev.Actor, Payload: payload}
-	val, err := encodeRecord(&rec, [HashSize]byte{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return len(val)
 }
 
 func openBenchLog(b *testing.B) *Log {
@@ -61,89 +35,6 @@ func openBenchLog(b *testing.B) *Log {
 	return log
 }
 
-// openRawPebble opens Pebble in a temp dir with the options OpenStore uses.
-func openRawPebble(b *testing.B) *pebble.DB {
-	b.Helper()
-	db, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: pebbleLogger{slog.Default()}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	return db
-}
-
-// runSpread runs op b.N times in total, spread over workers goroutines that
-// take the next operation number from a shared counter, and reports the
-// throughput as unit.
-func runSpread(b *testing.B, workers int, unit string, op func(i uint64) error) {
-	b.Helper()
-	var next atomic.Uint64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > uint64(b.N) {
-					return
-				}
-				if err := op(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
-}
-
-func BenchmarkAppend(b *testing.B) {
-	size := benchValueSize(b)
-	for _, n := range benchConcurrency {
-		b.Run(fmt.Sprintf("appenders=%d", n), func(b *testing.B) {
-			log := openBenchLog(b)
-			ctx := context.Background()
-			runSpread(b, n, "appends/s", func(i uint64) error {
-				_, err := log.Append(ctx, benchEvent(i))
-				return err
-			})
-			b.ReportMetric(float64(size), "B/value")
-			if got := log.DurableSeq(); got != uint64(b.N) {
-				b.Fatalf("log holds %d records after %d appends", got, b.N)
-			}
-		})
-	}
-}
-
-func BenchmarkRawPebble(b *testing.B) {
-	size := benchValueSize(b)
-	value := bytes.Repeat([]byte{0x5a}, size)
-	for _, n := range benchConcurrency {
-		b.Run(fmt.Sprintf("writers=%d", n), func(b *testing.B) {
-			db := openRawPebble(b)
-			runSpread(b, n, "appends/s", func(i uint64) error {
-				batch := db.NewBatch()
-				defer batch.Close()
-				if err := batch.Set(logKey(i), value, nil); err != nil {
-					return err
-				}
-				return batch.Commit(pebble.Sync)
-			})
-			b.ReportMetric(float64(size), "B/value")
-		})
-	}
-}
-
 const replayRecords = 200_000
 
 // openReplayStore fills a new log with replayRecords benchmark events,
@@ -157,7 +48,7 @@ func openReplayStore(b *testing.B) *Log {
 		for i := range events {
 			events[i] = benchEvent(seq + uint64(i))[0]
 		}
-		if _, err := log.Append(context.Background(), events); err != nil {
+		if _, err := appendTx(log, events); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -127,7 +126,7 @@ func fillVariedLog(t *testing.T) (*harness, *Sealer, []Record) {
 	}
 	var recs []Record
 	for _, evs := range batches {
-		got, err := h.log.Append(context.Background(), evs)
+		got, err := appendTx(h.log, evs)
 		if err != nil {
 			t.Fatalf("Append: %v", err)
 		}
@@ -540,7 +539,7 @@ func TestToJSONHidesSealedValuesAtAnyDepth(t *testing.T) {
 
 func TestEmptyActorAndTrailingBracketsRoundTrip(t *testing.T) {
 	h := openHarness(t, "")
-	if _, err := h.log.Append(context.Background(), []Event{{Account: "acc_1", Payload: note{N: 1}}}); err != nil {
+	if _, err := appendTx(h.log, []Event{{Account: "acc_1", Payload: note{N: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer

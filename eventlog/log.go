@@ -2,10 +2,11 @@
 // kept in Pebble. It is the only source of truth: every other piece of state
 // is derived from it.
 //
-// Appends from any number of goroutines are group-committed: one writer
-// goroutine takes everything queued, writes it as one Pebble batch and pays
-// one fsync for all of it. An append returns only once its records are
-// durable. Readers never see a record whose fsync has not returned, even
+// Records are written through a Txn: Begin takes the head of the chain, Add
+// gives events consecutive seqs and chain hashes, and Commit writes them all
+// with one fsync. The projections writer is the one caller in the binary; it
+// puts every command queued at that moment into one Txn, which is the group
+// commit. Readers never see a record whose fsync has not returned, even
 // though Pebble makes a batch readable before its WAL sync completes.
 package eventlog
 
@@ -23,12 +24,12 @@ import (
 // from the registry's entry for the payload's Go type.
 type Event struct {
 	Account string
-	Actor   string // an API key id, or "cli"
+	Actor   string // an API key id, a user id, or "cli"
 	Payload any    // a registered payload type, or a pointer to one
 }
 
 // Put is a write to a bookkeeping keyspace that must land atomically with
-// the events of the same append, such as a recorded idempotent response.
+// the events of the same transaction, such as a recorded idempotent response.
 type Put struct {
 	Key, Value []byte
 }
@@ -38,17 +39,15 @@ var ErrClosed = errors.New("event log closed")
 
 // ErrUnavailable wraps the storage failure that stopped the log from
 // accepting writes. Once a commit has failed, the log cannot know whether
-// that batch is on disk, so it refuses every later append; reads go on.
+// that batch is on disk, so it refuses every later transaction; reads go on.
 var ErrUnavailable = errors.New("event log unavailable")
 
 // Options configures a Log.
 type Options struct {
 	Registry *Registry // required
 	IDs      *IDs      // required: mints event ids and reads the clock
-	// MaxBatch caps how many appends one commit takes. Zero means 1024.
-	MaxBatch int
-	// OnCommit, if set, is called by the writer after each durable commit
-	// with the number of records it carried (for metrics).
+	// OnCommit, if set, is called after each durable commit with the
+	// number of records it carried (for metrics).
 	OnCommit func(records int)
 }
 
@@ -56,10 +55,6 @@ type Options struct {
 type Log struct {
 	db   *Store
 	opts Options
-
-	queue   chan *appendReq
-	stop    chan struct{}
-	stopped chan struct{}
 
 	// durable is the highest seq whose Commit(Sync) has returned. Every
 	// reader is bounded by it.
@@ -69,6 +64,7 @@ type Log struct {
 	mu      sync.Mutex
 	advance chan struct{} // closed and replaced each time durable moves
 
+	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
 
 	// head guards the head of the chain. An open Txn holds it.
@@ -78,41 +74,16 @@ type Log struct {
 	lastHash [HashSize]byte
 }
 
-type appendReq struct {
-	events []pendingEvent
-	puts   []Put
-	done   chan appendResult
-}
-
-type pendingEvent struct {
-	typ     string
-	version int
-	account string
-	actor   string
-	payload []byte
-}
-
-type appendResult struct {
-	records []Record
-	err     error
-}
-
-// OpenLog opens the log kept in store, recovering the head of the chain,
-// and starts its writer.
+// OpenLog opens the log kept in store, recovering the head of the chain.
 func OpenLog(store *Store, opts Options) (*Log, error) {
 	if opts.Registry == nil || opts.IDs == nil {
 		return nil, errors.New("eventlog: Options.Registry and Options.IDs are required")
 	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 1024
-	}
 	l := &Log{
 		db:      store,
 		opts:    opts,
-		queue:   make(chan *appendReq, opts.MaxBatch),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
 		advance: make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	head, err := l.readHead()
 	if err != nil {
@@ -121,7 +92,6 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 	l.next = head.Seq + 1
 	l.lastHash = head.Hash
 	l.durable.Store(head.Seq)
-	go l.writer()
 	return l, nil
 }
 
@@ -158,46 +128,13 @@ func (l *Log) Store() *Store { return l.db }
 // IDs returns the log's id source and clock.
 func (l *Log) IDs() *IDs { return l.opts.IDs }
 
-// Append appends events atomically, with puts in the same batch, and
-// returns their records once they are durable. The events of one call get
-// consecutive seqs. It returns ErrUnavailable after a storage failure and
-// ErrClosed after Close; a cancelled ctx abandons the wait, not the write.
-func (l *Log) Append(ctx context.Context, events []Event, puts ...Put) ([]Record, error) {
-	pending, err := l.encode(events)
-	if err != nil {
-		return nil, err
-	}
-	req := &appendReq{events: pending, puts: puts, done: make(chan appendResult, 1)}
-	if err := l.failure(); err != nil {
-		return nil, err
-	}
-	select {
-	case <-l.stop:
-		return nil, ErrClosed
-	default:
-	}
-	select {
-	case l.queue <- req:
-	case <-l.stop:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case res := <-req.done:
-		return res.records, res.err
-	case <-l.stopped:
-		// The writer answers everything it took; a request queued after
-		// it stopped gets no answer.
-		select {
-		case res := <-req.done:
-			return res.records, res.err
-		default:
-			return nil, ErrClosed
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// pendingEvent is an event whose payload is encoded, waiting for its seq.
+type pendingEvent struct {
+	typ     string
+	version int
+	account string
+	actor   string
+	payload []byte
 }
 
 // encode encodes the payloads of events, outside any lock.
@@ -218,115 +155,6 @@ func (l *Log) failure() error {
 		return *p
 	}
 	return nil
-}
-
-// writer is the single goroutine that assigns seqs, extends the chain and
-// writes each group of queued appends as one batch. It does not wait for
-// the batch's fsync: it hands the batch to the syncer and builds the next
-// group while the disk syncs, so CPU work and fsync overlap. That, and
-// every append queued meanwhile sharing the next fsync, is the group
-// commit.
-func (l *Log) writer() {
-	syncq := make(chan *inflight, 8)
-	syncerDone := make(chan struct{})
-	go l.syncer(syncq, syncerDone)
-	defer func() {
-		close(syncq)
-		<-syncerDone
-		close(l.stopped)
-	}()
-	group := make([]*appendReq, 0, l.opts.MaxBatch)
-	for {
-		select {
-		case req := <-l.queue:
-			group = append(group[:0], req)
-		case <-l.stop:
-			l.drainClosed()
-			return
-		}
-	gather:
-		for len(group) < l.opts.MaxBatch {
-			select {
-			case req := <-l.queue:
-				group = append(group, req)
-			default:
-				break gather
-			}
-		}
-		if f := l.applyGroup(group); f != nil {
-			syncq <- f
-		}
-	}
-}
-
-// inflight is a group applied to Pebble whose fsync has not returned.
-type inflight struct {
-	batch   *pebble.Batch
-	last    uint64
-	records int
-	group   []*appendReq
-	results []appendResult
-}
-
-// applyGroup writes a group without waiting for its fsync. It answers the
-// group itself when nothing needs syncing or it failed.
-func (l *Log) applyGroup(group []*appendReq) *inflight {
-	f := &inflight{group: append([]*appendReq(nil), group...), results: make([]appendResult, len(group))}
-	tx, err := l.Begin()
-	if err == nil {
-		for i, req := range group {
-			f.results[i].records, f.results[i].err = tx.add(req.events, req.puts)
-		}
-		f.batch, f.last, f.records, err = tx.apply()
-	}
-	if err != nil || f.batch == nil {
-		f.answer(err)
-		return nil
-	}
-	return f
-}
-
-// syncer waits for each applied group's fsync in order, then makes it
-// visible and answers its appends.
-func (l *Log) syncer(syncq <-chan *inflight, done chan<- struct{}) {
-	defer close(done)
-	for f := range syncq {
-		err := f.batch.SyncWait()
-		f.batch.Close()
-		if err != nil {
-			err = fmt.Errorf("%w: sync: %v", ErrUnavailable, err)
-			l.failed.Store(&err)
-		} else if ferr := l.failure(); ferr != nil {
-			// An earlier group's sync failed: this one's fate is unknown.
-			err = ferr
-		} else {
-			l.publish(f.last)
-			if l.opts.OnCommit != nil {
-				l.opts.OnCommit(f.records)
-			}
-		}
-		f.answer(err)
-	}
-}
-
-func (f *inflight) answer(err error) {
-	for i, req := range f.group {
-		if err != nil && f.results[i].err == nil {
-			f.results[i] = appendResult{err: err}
-		}
-		req.done <- f.results[i]
-	}
-}
-
-func (l *Log) drainClosed() {
-	for {
-		select {
-		case req := <-l.queue:
-			req.done <- appendResult{err: ErrClosed}
-		default:
-			return
-		}
-	}
 }
 
 // publish makes every seq up to seq visible to readers and wakes waiters.
@@ -368,7 +196,7 @@ func (l *Log) WaitFor(ctx context.Context, seq uint64) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-l.stop:
+		case <-l.closing:
 			return ErrClosed
 		}
 	}
@@ -487,15 +315,14 @@ func (l *Log) Verify() (uint64, error) {
 	return expect - 1, nil
 }
 
-// Close stops the writer after the commit in flight and fails queued
-// appends with ErrClosed. It does not close the store.
+// Close waits for the transaction in flight, then refuses new ones with
+// ErrClosed and wakes every waiter. It does not close the store.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		close(l.stop)
-		<-l.stopped
 		l.head.Lock()
 		l.closed = true
 		l.head.Unlock()
+		close(l.closing)
 	})
 	return nil
 }

@@ -257,19 +257,3 @@ func commitSync(b *pebble.Batch) (err error) {
 	}()
 	return b.Commit(pebble.Sync)
 }
-
-// applyNoSyncWait applies b with a WAL sync requested but not awaited,
-// turning Pebble's fatal commit error into an ordinary one. The caller
-// must call b.SyncWait.
-func applyNoSyncWait(db *pebble.DB, b *pebble.Batch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(pebbleFatal)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
-	return db.ApplyNoSyncWait(b, pebble.Sync)
-}

@@ -124,34 +124,6 @@ func (t *Txn) Commit() error {
 	return nil
 }
 
-// apply writes everything added to Pebble without waiting for its fsync,
-// advances the head and ends the transaction. The caller must SyncWait the
-// returned batch (nil when nothing was added), then publish last and close
-// the batch. The chain head moves on at once, so the next transaction can
-// be built while this one syncs.
-func (t *Txn) apply() (batch *pebble.Batch, last uint64, records int, err error) {
-	l := t.l
-	if t.n == 0 {
-		t.end()
-		return nil, 0, 0, nil
-	}
-	if err := l.failure(); err != nil {
-		t.end()
-		return nil, 0, 0, err
-	}
-	if err := applyNoSyncWait(l.db.db, t.batch); err != nil {
-		err = t.fail(fmt.Errorf("apply: %v", err))
-		t.end()
-		return nil, 0, 0, err
-	}
-	records = int(t.next - l.next)
-	l.next, l.lastHash = t.next, t.hash
-	batch, last = t.batch, t.next-1
-	t.batch = nil
-	l.head.Unlock()
-	return batch, last, records, nil
-}
-
 // Abort discards everything added and ends the transaction.
 func (t *Txn) Abort() { t.end() }
 
