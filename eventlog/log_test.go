@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"demosvc/eventlog/eventlogtest"
 )
@@ -427,4 +434,49 @@ func TestARefusedPutLeavesNoTraceInTheTxn(t *testing.T) {
 	if n, err := h.log.Verify(); err != nil || n != 1 {
 		t.Errorf("Verify = %d, %v", n, err)
 	}
+}
+
+func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.close()
+
+	t.Run("read-only file system", func(t *testing.T) {
+		// As root, permission bits do not stop a write and a read-only mount
+		// needs privileges, so the file system's answer is injected.
+		fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpLock {
+				return &iofs.PathError{Op: "open", Path: op.Path, Err: syscall.EROFS}
+			}
+			return nil
+		}))
+		_, err := OpenStore(dir, StoreOptions{FS: fs})
+		if !errors.Is(err, ErrNotWritable) || errors.Is(err, ErrLocked) {
+			t.Fatalf("OpenStore = %v, want ErrNotWritable", err)
+		}
+		if !strings.Contains(err.Error(), "read-only file system") || !strings.Contains(err.Error(), dir) {
+			t.Errorf("message %q does not name the dir and the read-only file system", err)
+		}
+	})
+	t.Run("permission bits", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root writes whatever the permission bits say")
+		}
+		pebbleDir := filepath.Join(dir, PebbleDir)
+		if err := os.Chmod(filepath.Join(pebbleDir, "LOCK"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(filepath.Join(pebbleDir, "LOCK"), 0o600) })
+		_, err := OpenStore(dir, StoreOptions{})
+		if !errors.Is(err, ErrNotWritable) || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("OpenStore = %v, want ErrNotWritable naming permission denied", err)
+		}
+	})
+	t.Run("another process holds it", func(t *testing.T) {
+		h := openHarness(t, dir)
+		defer h.close()
+		if _, err := OpenStore(dir, StoreOptions{}); !errors.Is(err, ErrLocked) {
+			t.Fatalf("second OpenStore = %v, want ErrLocked", err)
+		}
+	})
 }

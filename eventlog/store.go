@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -17,6 +18,10 @@ const PebbleDir = "pebble"
 
 // ErrLocked reports a data dir that another process has open.
 var ErrLocked = errors.New("data dir is in use by another process")
+
+// ErrNotWritable reports a data dir this process may not write to: a
+// read-only file system, or files owned by another user.
+var ErrNotWritable = errors.New("data dir is not writable")
 
 // ErrNoDataDir reports a data dir that does not exist (or holds no store)
 // when the caller asked not to create one.
@@ -66,7 +71,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	}
 	lock, err := pebble.LockDirectory(dir, fsys)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, dataDir)
+		return nil, lockError(dataDir, err)
 	}
 	defer func() {
 		// Pebble reports some damage by panicking; a damaged data dir is an
@@ -98,6 +103,24 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
 	}
 	return &Store{db: db, lock: lock, dir: dataDir}, nil
+}
+
+// lockError tells apart the two reasons Pebble's directory lock fails:
+// another process holds it (the lock call itself refuses), or the lock file
+// cannot be opened for writing at all (a read-only file system or another
+// user's files), which no waiting will fix.
+func lockError(dataDir string, err error) error {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		why := "permission denied"
+		if errors.Is(err, syscall.EROFS) {
+			why = "read-only file system"
+		} else if !errors.Is(err, fs.ErrPermission) {
+			why = pathErr.Err.Error()
+		}
+		return fmt.Errorf("%w: %s (%s): demosvc needs to write its lock file, log and snapshots there", ErrNotWritable, dataDir, why)
+	}
+	return fmt.Errorf("%w: %s", ErrLocked, dataDir)
 }
 
 // Dir returns the data dir.
