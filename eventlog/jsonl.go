@@ -175,7 +175,7 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 	if err := sc.Err(); err != nil {
 		return 0, &ImportError{Line: line + 1, Err: err}
 	}
-	if err := commitSync(batch); err != nil {
+	if err := store.commitSync(batch); err != nil {
 		return 0, err
 	}
 	return int(seq - 1), nil

@@ -7,7 +7,9 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -479,4 +481,90 @@ func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
 			t.Fatalf("second OpenStore = %v, want ErrLocked", err)
 		}
 	})
+}
+
+func TestBookkeepingReadsNeverSeeAnUnsyncedWrite(t *testing.T) {
+	h := openHarness(t, "")
+	prefix := []byte{KeyspaceDelivery, 'w'}
+	key := append(append([]byte(nil), prefix...), "dlv_1"...)
+	for round := range 5 {
+		want := fmt.Sprint(round)
+		entered, release := h.faults.HoldSyncs()
+		defer release()
+		wrote := make(chan error, 1)
+		go func() { wrote <- h.store.WriteSync([]Put{{Key: key, Value: []byte(want)}}, nil, nil) }()
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the write never reached its fsync")
+		}
+		// The fault is real: Pebble itself shows the write before its fsync
+		// returns (once it has applied the batch to the memtable).
+		for deadline := time.Now().Add(30 * time.Second); ; runtime.Gosched() {
+			v, closer, err := h.store.db.Get(key)
+			if err == nil {
+				got := string(v)
+				closer.Close()
+				if got == want {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				release()
+				t.Fatalf("round %d: Pebble never showed the write while its fsync was held", round)
+			}
+		}
+
+		var released atomic.Bool
+		type seen struct {
+			how, value string
+		}
+		reads := make(chan seen, 3)
+		observe := func(how string, v []byte, ok bool) {
+			if ok && string(v) == want && !released.Load() {
+				reads <- seen{how, "unsynced " + string(v)}
+				return
+			}
+			reads <- seen{how, string(v)}
+		}
+		go func() { v, ok, _ := h.store.Get(key); observe("Get", v, ok) }()
+		go func() {
+			var got []byte
+			h.store.Scan(prefix, func(_, v []byte) error { got = append([]byte(nil), v...); return nil })
+			observe("Scan", got, got != nil)
+		}()
+		go func() {
+			var got []byte
+			h.store.ScanReverse(prefix, nil, func(_, v []byte) bool { got = append([]byte(nil), v...); return false })
+			observe("ScanReverse", got, got != nil)
+		}()
+		// Release the fsync once the readers have either answered or are
+		// queued behind the write (the fence then refuses new commits).
+		deadline := time.Now().Add(30 * time.Second)
+		for len(reads) == 0 {
+			if !h.store.fence.TryRLock() {
+				break
+			}
+			h.store.fence.RUnlock()
+			if time.Now().After(deadline) {
+				t.Fatal("the readers neither answered nor waited for the write")
+			}
+			runtime.Gosched()
+		}
+		released.Store(true)
+		release()
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			select {
+			case s := <-reads:
+				if strings.HasPrefix(s.value, "unsynced") {
+					t.Errorf("round %d: %s returned %s before its fsync returned", round, s.how, s.value)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a reader never answered")
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -40,10 +41,18 @@ type StoreOptions struct {
 
 // Store is the Pebble database of one data dir. The log, snapshots and
 // delivery state all live in it, each in its own keyspace.
+//
+// Pebble makes a batch readable before its fsync returns. The log bounds its
+// readers by the durable seq; the bookkeeping keyspaces are bounded by a
+// fence instead: every commit holds it shared for its whole Commit(Sync), so
+// commits still share fsyncs, and a bookkeeping read takes it exclusively
+// just long enough to pin a Pebble snapshot. No commit is in flight at that
+// moment, so a read sees exactly the writes whose fsync has returned.
 type Store struct {
-	db   *pebble.DB
-	lock *pebble.Lock
-	dir  string
+	db    *pebble.DB
+	lock  *pebble.Lock
+	dir   string
+	fence sync.RWMutex
 }
 
 // OpenStore opens the store of dataDir, holding Pebble's directory lock
@@ -139,7 +148,7 @@ func (s *Store) GetMeta(name string) ([]byte, bool, error) {
 
 // PutMeta durably stores a bookkeeping value under name.
 func (s *Store) PutMeta(name string, value []byte) error {
-	return s.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync)
+	return s.WriteSync([]Put{{Key: append([]byte{prefixMeta}, name...), Value: value}}, nil, nil)
 }
 
 // Get returns the value stored under a bookkeeping key.
@@ -147,6 +156,8 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	if len(key) == 0 || key[0] == prefixLog {
 		return nil, false, fmt.Errorf("get of %q: not a bookkeeping key", key)
 	}
+	s.fence.Lock()
+	defer s.fence.Unlock()
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -179,7 +190,15 @@ func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
 			return err
 		}
 	}
-	return commitSync(b)
+	return s.commitSync(b)
+}
+
+// durableView pins a snapshot holding every write whose fsync has returned
+// and none whose fsync has not. The caller must Close it.
+func (s *Store) durableView() *pebble.Snapshot {
+	s.fence.Lock()
+	defer s.fence.Unlock()
+	return s.db.NewSnapshot()
 }
 
 // Scan calls fn for every key with prefix, in order. prefix must not be
@@ -190,7 +209,9 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 	}
 	upper := append([]byte(nil), prefix...)
 	upper[len(upper)-1]++
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	view := s.durableView()
+	defer view.Close()
+	it, err := view.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return err
 	}
@@ -215,7 +236,9 @@ func (s *Store) ScanReverse(prefix, before []byte, fn func(k, v []byte) bool) er
 	if before != nil {
 		upper = before
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	view := s.durableView()
+	defer view.Close()
+	it, err := view.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return err
 	}
@@ -267,8 +290,10 @@ type pebbleFatal string
 func (f pebbleFatal) Error() string { return string(f) }
 
 // commitSync commits b with a WAL sync, turning Pebble's fatal commit error
-// into an ordinary one.
-func commitSync(b *pebble.Batch) (err error) {
+// into an ordinary one. It holds the fence shared until the fsync returns.
+func (s *Store) commitSync(b *pebble.Batch) (err error) {
+	s.fence.RLock()
+	defer s.fence.RUnlock()
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(pebbleFatal)

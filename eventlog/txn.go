@@ -112,7 +112,7 @@ func (t *Txn) Commit() error {
 	if err := l.failure(); err != nil {
 		return err
 	}
-	if err := commitSync(t.batch); err != nil {
+	if err := l.db.commitSync(t.batch); err != nil {
 		return t.fail(fmt.Errorf("commit: %v", err))
 	}
 	records := int(t.next - l.next)
