@@ -103,6 +103,16 @@ func (c *cli) logVerify(args []string) int {
 	}
 	var body bytes.Buffer
 	status, err := c.admin(cfg, http.MethodGet, "/admin/log/verify", nil, &body)
+	if errors.Is(err, eventlog.ErrDamaged) || errors.Is(err, eventlog.ErrCorrupt) {
+		// The log could not even be opened: that is verify's answer too.
+		res := demohttp.VerifyResult{FirstBadSeq: 1, Error: err.Error()}
+		var ve *eventlog.VerifyError
+		if errors.As(err, &ve) {
+			res.FirstBadSeq = ve.Seq
+		}
+		json.NewEncoder(c.stdout).Encode(res)
+		return c.fail(cf, "%v", err)
+	}
 	if err != nil {
 		return c.fail(cf, "%v", err)
 	}

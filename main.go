@@ -48,7 +48,15 @@ Every command takes --config FILE and --data DIR (default ./data).
 
 // run is the whole program: main only supplies the process's context,
 // arguments, environment and standard streams, so tests can call it.
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		// A bug must not greet a user with a goroutine dump: one line that
+		// says what happened, and a failing exit code.
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "demosvc: internal error: %v\n(this is a bug in demosvc: please report it with the command that caused it)\n", r)
+			code = exitFail
+		}
+	}()
 	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)

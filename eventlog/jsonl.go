@@ -178,6 +178,11 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 	if err := store.commitSync(batch); err != nil {
 		return 0, err
 	}
+	if seq > 1 {
+		if err := writeHeadMark(store.Dir(), headMark{Seq: seq - 1, Hash: hex.EncodeToString(prev[:])}); err != nil {
+			return 0, fmt.Errorf("recording the head mark: %w", err)
+		}
+	}
 	return int(seq - 1), nil
 }
 

@@ -87,11 +87,18 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 	}
 	head, err := l.readHead()
 	if err != nil {
+		if d := store.Damage(); d != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDamaged, &VerifyError{Seq: max(d.FromSeq, 1),
+				Reason: fmt.Sprintf("reading the head of the log: %v; restore the data dir from a backup", d)})
+		}
 		return nil, err
 	}
 	l.next = head.Seq + 1
 	l.lastHash = head.Hash
 	l.durable.Store(head.Seq)
+	if err := l.checkHeadMark(head); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -266,63 +273,19 @@ func (l *Log) Follow(ctx context.Context, from uint64, fn func(rec *Record) erro
 	}
 }
 
-// VerifyError names the first record that breaks the chain.
-type VerifyError struct {
-	Seq    uint64
-	Reason string
-}
-
-func (e *VerifyError) Error() string { return fmt.Sprintf("seq %d: %s", e.Seq, e.Reason) }
-
-// Verify recomputes the hash chain over the whole durable log. It returns
-// the number of records checked, or a *VerifyError naming the first bad seq.
-func (l *Log) Verify() (uint64, error) {
-	it, err := l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: logKey(l.DurableSeq() + 1)})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	var prev [HashSize]byte
-	var rec Record
-	expect := uint64(1)
-	for valid := it.First(); valid; valid = it.Next() {
-		seq, ok := seqFromKey(it.Key())
-		if !ok {
-			return expect - 1, &VerifyError{Seq: expect, Reason: fmt.Sprintf("malformed key %x", it.Key())}
-		}
-		if seq != expect {
-			return expect - 1, &VerifyError{Seq: expect, Reason: fmt.Sprintf("missing; next stored seq is %d", seq)}
-		}
-		if err := decodeRecord(it.Value(), &rec); err != nil {
-			return expect - 1, &VerifyError{Seq: seq, Reason: err.Error()}
-		}
-		if rec.Seq != seq {
-			return expect - 1, &VerifyError{Seq: seq, Reason: fmt.Sprintf("record says seq %d", rec.Seq)}
-		}
-		body, stored, _ := splitValue(it.Value())
-		if chainHash(prev, body) != stored {
-			return expect - 1, &VerifyError{Seq: seq, Reason: "hash does not match the record and the previous hash"}
-		}
-		if _, err := l.opts.Registry.DecodeStored(&rec); err != nil {
-			return expect - 1, &VerifyError{Seq: seq, Reason: err.Error()}
-		}
-		prev = stored
-		expect++
-	}
-	if err := it.Error(); err != nil {
-		return expect - 1, err
-	}
-	return expect - 1, nil
-}
-
 // Close waits for the transaction in flight, then refuses new ones with
-// ErrClosed and wakes every waiter. It does not close the store.
+// ErrClosed, wakes every waiter and records the head in the head mark. It
+// does not close the store.
 func (l *Log) Close() error {
+	var err error
 	l.closeOnce.Do(func() {
 		l.head.Lock()
 		l.closed = true
 		l.head.Unlock()
 		close(l.closing)
+		if l.failure() == nil {
+			err = l.MarkHead()
+		}
 	})
-	return nil
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -19,6 +20,10 @@ const PebbleDir = "pebble"
 
 // ErrLocked reports a data dir that another process has open.
 var ErrLocked = errors.New("data dir is in use by another process")
+
+// ErrDamaged reports storage that Pebble found corrupted: a checksum
+// failed in one of its files. The data dir must be restored from a backup.
+var ErrDamaged = errors.New("the data dir's storage is damaged")
 
 // ErrNotWritable reports a data dir this process may not write to: a
 // read-only file system, or files owned by another user.
@@ -49,10 +54,49 @@ type StoreOptions struct {
 // just long enough to pin a Pebble snapshot. No commit is in flight at that
 // moment, so a read sees exactly the writes whose fsync has returned.
 type Store struct {
-	db    *pebble.DB
-	lock  *pebble.Lock
-	dir   string
-	fence sync.RWMutex
+	db     *pebble.DB
+	lock   *pebble.Lock
+	dir    string
+	fence  sync.RWMutex
+	logger *slog.Logger
+	damage atomic.Pointer[Damage]
+}
+
+// Damage is a part of the store Pebble found corrupted while reading it: a
+// file whose checksum failed, and the range of keys it holds.
+type Damage struct {
+	File string
+	// FromSeq and ToSeq are the log seqs the damaged file may hold; both
+	// are 0 when it holds none of the log.
+	FromSeq, ToSeq uint64
+	Detail         string
+}
+
+func (d *Damage) Error() string {
+	where := "bookkeeping keys"
+	if d.FromSeq != 0 {
+		where = fmt.Sprintf("seqs %d to %d", d.FromSeq, d.ToSeq)
+	}
+	return fmt.Sprintf("storage damage in %s (%s): %s", d.File, where, d.Detail)
+}
+
+// Damage returns the last damage Pebble reported, or nil.
+func (s *Store) Damage() *Damage { return s.damage.Load() }
+
+// noteDamage records what Pebble reports instead of letting its default
+// handler end the process: the read that found it fails with an error, and
+// the caller says what it means.
+func (s *Store) noteDamage(info pebble.DataCorruptionInfo) {
+	d := &Damage{File: info.Path, Detail: fmt.Sprint(info.Details)}
+	if from, ok := seqFromKey(info.Bounds.Start); ok {
+		d.FromSeq = from
+		d.ToSeq = ^uint64(0)
+		if to, ok := seqFromKey(info.Bounds.End.Key); ok {
+			d.ToSeq = to
+		}
+	}
+	s.damage.Store(d)
+	s.logger.Error("storage damage found", "file", d.File, "from_seq", d.FromSeq, "to_seq", d.ToSeq, "detail", d.Detail)
 }
 
 // OpenStore opens the store of dataDir, holding Pebble's directory lock
@@ -96,13 +140,18 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	s = &Store{lock: lock, dir: dataDir, logger: logger}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:               fsys,
 		Lock:             lock,
 		ErrorIfNotExists: !opts.Create,
 		Logger:           pebbleLogger{logger},
+		EventListener:    &pebble.EventListener{DataCorruption: s.noteDamage},
 	})
 	if err != nil {
+		if errors.Is(err, pebble.ErrCorruption) {
+			return nil, fmt.Errorf("%w (%v): restore %s from a backup", ErrDamaged, err, dataDir)
+		}
 		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
 	}
 	// Whatever the last process wrote to the WAL without syncing is visible
@@ -111,7 +160,8 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		db.Close()
 		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
 	}
-	return &Store{db: db, lock: lock, dir: dataDir}, nil
+	s.db = db
+	return s, nil
 }
 
 // lockError tells apart the two reasons Pebble's directory lock fails:

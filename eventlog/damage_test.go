@@ -1,0 +1,158 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// flushed appends n records and flushes them into an SST of their own.
+func (h *harness) flushed(n int) {
+	h.t.Helper()
+	h.append(n)
+	if err := h.store.db.Flush(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// ssts returns the data dir's SST files, oldest first.
+func ssts(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, PebbleDir, "*.sst"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no SST in %s (%v)", dir, err)
+	}
+	return names
+}
+
+// flipBytes damages a file the way a failing disk does: a few bytes of a
+// data block change, and its checksum no longer matches.
+func flipBytes(t *testing.T, name string, at int) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := at; i < at+8 && i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestADamagedSSTIsAnErrorNamingItsSeqsNotAPanic(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.flushed(20) // seqs 1..20 in the first SST
+	h.flushed(20) // seqs 21..40 in the second
+	h.close()
+	flipBytes(t, ssts(t, dir)[0], 100)
+
+	h = openHarness(t, dir) // the head is in the undamaged SST
+	n, err := h.log.Verify()
+	var ve *VerifyError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Verify = %d, %v; want a VerifyError", n, err)
+	}
+	if ve.Seq != 1 || !strings.Contains(ve.Reason, "seqs 1 to 20") || !strings.Contains(ve.Reason, ".sst") {
+		t.Errorf("Verify named seq %d: %s; want seq 1 and the damaged file with seqs 1 to 20", ve.Seq, ve.Reason)
+	}
+	if d := h.store.Damage(); d == nil || d.FromSeq != 1 || d.ToSeq != 20 {
+		t.Errorf("Damage() = %+v, want seqs 1 to 20", d)
+	}
+
+	// The background verification finds the same break.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = h.log.VerifyFollow(ctx, func(uint64) {})
+	if !errors.As(err, &ve) || ve.Seq != 1 {
+		t.Errorf("VerifyFollow = %v, want a VerifyError at seq 1", err)
+	}
+}
+
+func TestADamagedHeadSSTFailsOpenWithErrDamaged(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.flushed(20)
+	h.close()
+	flipBytes(t, ssts(t, dir)[0], 100)
+
+	store, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
+	var ve *VerifyError
+	if !errors.Is(err, ErrDamaged) || !errors.As(err, &ve) || !strings.Contains(err.Error(), "restore") {
+		t.Fatalf("OpenLog = %v; want ErrDamaged with a VerifyError and the advice to restore", err)
+	}
+}
+
+func TestADamagedWALIsNotSilentlyShorter(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(10)
+	h.close() // the records are only in the WAL; the head mark names seq 10
+	wals, err := filepath.Glob(filepath.Join(dir, PebbleDir, "*.log"))
+	if err != nil || len(wals) == 0 {
+		t.Fatalf("no WAL (%v)", err)
+	}
+	for _, w := range wals {
+		if fi, err := os.Stat(w); err == nil && fi.Size() > 300 {
+			flipBytes(t, w, 200)
+		}
+	}
+
+	store, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("OpenStore = %v; want success or ErrDamaged", err)
+		}
+		return
+	}
+	defer store.Close()
+	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
+	var ve *VerifyError
+	if !errors.Is(err, ErrDamaged) || !errors.As(err, &ve) || !strings.Contains(err.Error(), "held seq 10 when it was last closed") {
+		t.Fatalf("OpenLog after the WAL lost records = %v; want ErrDamaged naming the lost head", err)
+	}
+}
+
+func TestVerifyFollowReportsProgressAndFollowsNewRecords(t *testing.T) {
+	h := openHarness(t, "")
+	h.append(5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := make(chan uint64, 16)
+	done := make(chan error, 1)
+	go func() { done <- h.log.VerifyFollow(ctx, func(n uint64) { progress <- n }) }()
+	want := func(seq uint64) {
+		t.Helper()
+		for {
+			select {
+			case n := <-progress:
+				if n == seq {
+					return
+				}
+				if n > seq {
+					t.Fatalf("verified %d, expected to stop at %d", n, seq)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("verification never reached seq %d", seq)
+			}
+		}
+	}
+	want(5)
+	h.append(3)
+	want(8)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("VerifyFollow = %v, want context.Canceled", err)
+	}
+}
