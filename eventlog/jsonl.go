@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -121,15 +122,57 @@ var ErrNotEmpty = errors.New("the log is not empty: import needs a new data dir"
 // maxImportLine bounds one JSON line of an import.
 const maxImportLine = 16 << 20
 
+// importChunkBytes is how many bytes of records an import writes per
+// batch, so that its memory does not grow with the input.
+var importChunkBytes = 4 << 20
+
+// ImportOptions configures Import.
+type ImportOptions struct {
+	// Check, if set, sees every record in order and refuses one the
+	// service could not have written (the projections replay it).
+	Check func(rec *Record) error
+	// Progress, if set, is called with the number of records staged after
+	// each chunk is written.
+	Progress func(records uint64)
+}
+
+// ErrIncompleteImport reports a data dir whose import stopped before it
+// finished (the process was killed, or the machine stopped).
+var ErrIncompleteImport = errors.New("an import into this data dir did not finish")
+
+// importMarkKey, while present, says the log keyspace holds an import in
+// progress: a staging area that only the import's final commit turns into
+// the log.
+var importMarkKey = []byte{prefixMeta, 'i', 'm', 'p', 'o', 'r', 't'}
+
+// importing reports whether an unfinished import left records behind.
+func (s *Store) importing() (bool, error) {
+	_, ok, err := s.Get(importMarkKey)
+	return ok, err
+}
+
 // Import reads JSON lines (the export format) into the empty log of store,
 // all or nothing. For hand-written fixtures, seq, id, version, actor and
 // hash may be left out: seq continues the sequence, id is derived from the
 // seq and time, version is the type's latest, actor is "cli" and the hash is
 // computed. A given seq must continue the sequence and a given hash must be
-// the correct one. check, if set, sees every record in order and refuses
-// one the service could not have written (the projections replay it). No
-// Log may be open on store.
-func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) error) (int, error) {
+// the correct one. No Log may be open on store.
+//
+// Records are written in chunks of a few MiB as they are read, so memory
+// does not grow with the input. Until the last chunk commits, a mark in the
+// store says the log is only staged: a refused line deletes what was
+// staged, and a log left staged by a killed import does not open
+// (ErrIncompleteImport) until an import runs again, which starts over.
+func Import(store *Store, reg *Registry, r io.Reader, opts ImportOptions) (int, error) {
+	staged, err := store.importing()
+	if err != nil {
+		return 0, err
+	}
+	if staged {
+		if err := store.dropStagedImport(); err != nil {
+			return 0, fmt.Errorf("removing the unfinished import: %w", err)
+		}
+	}
 	empty, err := store.logEmpty()
 	if err != nil {
 		return 0, err
@@ -137,11 +180,64 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 	if !empty {
 		return 0, ErrNotEmpty
 	}
+	if err := store.WriteSync([]Put{{Key: importMarkKey, Value: []byte{1}}}, nil, nil); err != nil {
+		return 0, err
+	}
+	n, last, err := importLines(store, reg, r, opts)
+	if err != nil {
+		if derr := store.dropStagedImport(); derr != nil {
+			return 0, errors.Join(err, fmt.Errorf("removing the refused import: %w", derr))
+		}
+		return 0, err
+	}
+	if n > 0 {
+		if err := writeHeadMark(store.Dir(), headMark{Seq: n, Hash: hex.EncodeToString(last[:])}); err != nil {
+			store.dropStagedImport()
+			return 0, fmt.Errorf("recording the head mark: %w", err)
+		}
+	}
+	// The one synced commit that turns the staged records into the log:
+	// the WAL is sequential, so its fsync makes every earlier chunk durable.
+	b := store.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete(importMarkKey, nil); err != nil {
+		return 0, err
+	}
+	if err := store.commitSync(b); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// dropStagedImport deletes the log keyspace and the import mark.
+func (s *Store) dropStagedImport() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{prefixLog}, []byte{prefixLog + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(importMarkKey, nil); err != nil {
+		return err
+	}
+	return s.commitSync(b)
+}
+
+// importLines stages every record of r, a chunk per batch, and returns how
+// many it staged and the last one's hash.
+func importLines(store *Store, reg *Registry, r io.Reader, opts ImportOptions) (uint64, [HashSize]byte, error) {
+	var prev [HashSize]byte
 	batch := store.db.NewBatch()
-	defer batch.Close()
+	defer func() { batch.Close() }()
+	flush := func() error {
+		if err := batch.Commit(pebble.NoSync); err != nil {
+			return err
+		}
+		batch.Close()
+		batch = store.db.NewBatch()
+		return nil
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxImportLine)
-	var prev [HashSize]byte
 	seq := uint64(1)
 	line := 0
 	for sc.Scan() {
@@ -152,38 +248,41 @@ func Import(store *Store, reg *Registry, r io.Reader, check func(rec *Record) er
 		}
 		rec, wantHash, err := parseImportLine(reg, text, seq)
 		if err != nil {
-			return 0, &ImportError{Line: line, Err: err}
+			return 0, prev, &ImportError{Line: line, Err: err}
 		}
 		val, err := encodeRecord(rec, prev)
 		if err != nil {
-			return 0, &ImportError{Line: line, Err: err}
+			return 0, prev, &ImportError{Line: line, Err: err}
 		}
 		if wantHash != "" && wantHash != hex.EncodeToString(rec.Hash[:]) {
-			return 0, &ImportError{Line: line, Err: fmt.Errorf("hash %s does not match the record and the chain (computed %x)", wantHash, rec.Hash)}
+			return 0, prev, &ImportError{Line: line, Err: fmt.Errorf("hash %s does not match the record and the chain (computed %x)", wantHash, rec.Hash)}
 		}
-		if check != nil {
-			if err := check(rec); err != nil {
-				return 0, &ImportError{Line: line, Err: err}
+		if opts.Check != nil {
+			if err := opts.Check(rec); err != nil {
+				return 0, prev, &ImportError{Line: line, Err: err}
 			}
 		}
 		if err := batch.Set(logKey(seq), val, nil); err != nil {
-			return 0, err
+			return 0, prev, err
 		}
 		prev = rec.Hash
+		if batch.Len() >= importChunkBytes {
+			if err := flush(); err != nil {
+				return 0, prev, err
+			}
+			if opts.Progress != nil {
+				opts.Progress(seq)
+			}
+		}
 		seq++
 	}
 	if err := sc.Err(); err != nil {
-		return 0, &ImportError{Line: line + 1, Err: err}
+		return 0, prev, &ImportError{Line: line + 1, Err: err}
 	}
-	if err := store.commitSync(batch); err != nil {
-		return 0, err
+	if err := flush(); err != nil {
+		return 0, prev, err
 	}
-	if seq > 1 {
-		if err := writeHeadMark(store.Dir(), headMark{Seq: seq - 1, Hash: hex.EncodeToString(prev[:])}); err != nil {
-			return 0, fmt.Errorf("recording the head mark: %w", err)
-		}
-	}
-	return int(seq - 1), nil
+	return seq - 1, prev, nil
 }
 
 func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, error) {

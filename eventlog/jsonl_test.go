@@ -55,7 +55,7 @@ func importDir(t *testing.T, dir string, input []byte) (int, error) {
 			t.Errorf("closing the store: %v", err)
 		}
 	}()
-	return Import(store, testRegistry(), bytes.NewReader(input), nil)
+	return Import(store, testRegistry(), bytes.NewReader(input), ImportOptions{})
 }
 
 // mustImport imports input into a new data dir and opens a harness on it.
@@ -398,7 +398,7 @@ func TestImportCheckRefusalNamesTheLineAndImportsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Import(store, testRegistry(), strings.NewReader(input), check)
+	n, err := Import(store, testRegistry(), strings.NewReader(input), ImportOptions{Check: check})
 	if cerr := store.Close(); cerr != nil {
 		t.Fatal(cerr)
 	}
@@ -553,7 +553,7 @@ func TestEmptyActorAndTrailingBracketsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if n, err := Import(store, testRegistry(), bytes.NewReader(buf.Bytes()), nil); err != nil || n != 1 {
+	if n, err := Import(store, testRegistry(), bytes.NewReader(buf.Bytes()), ImportOptions{}); err != nil || n != 1 {
 		t.Fatalf("re-import of a record with an empty actor = %d, %v", n, err)
 	}
 	bad := bytes.TrimSpace(buf.Bytes())
@@ -563,7 +563,7 @@ func TestEmptyActorAndTrailingBracketsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Import(s2, testRegistry(), bytes.NewReader(append(append([]byte(nil), bad...), suffix...)), nil)
+		_, err = Import(s2, testRegistry(), bytes.NewReader(append(append([]byte(nil), bad...), suffix...)), ImportOptions{})
 		s2.Close()
 		if err == nil {
 			t.Errorf("a line ending in an extra %q was imported", suffix)

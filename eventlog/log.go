@@ -85,6 +85,11 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 		advance: make(chan struct{}),
 		closing: make(chan struct{}),
 	}
+	if staged, err := store.importing(); err != nil {
+		return nil, err
+	} else if staged {
+		return nil, fmt.Errorf("%w: run `demosvc log import` on %s again, which starts over, or remove it", ErrIncompleteImport, store.Dir())
+	}
 	head, err := l.readHead()
 	if err != nil {
 		if d := store.Damage(); d != nil {
