@@ -111,7 +111,7 @@ type world struct {
 	pr    projections.Principal
 	agent string
 	stop  func()
-	m     *Manager
+	m     *Dispatcher
 }
 
 func testConfig() Config {
