@@ -28,6 +28,7 @@ const maxResponseBody = 64 << 10
 // knows nothing of retries or storage.
 type sender struct {
 	client           *http.Client
+	clock            Clock // the webhook-timestamp header
 	timeout          time.Duration
 	standardWebhooks bool
 	userAgent        string
@@ -44,7 +45,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) res
 		r.err = err
 		return r
 	}
-	if err := setHeaders(req.Header, t.Secret, &d, d.Attempts+1, time.Now().Unix(), s.standardWebhooks, s.userAgent); err != nil {
+	if err := setHeaders(req.Header, t.Secret, &d, d.Attempts+1, s.clock.Now().Unix(), s.standardWebhooks, s.userAgent); err != nil {
 		r.err = err
 		return r
 	}

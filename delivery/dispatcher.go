@@ -22,6 +22,7 @@ type Config struct {
 	AllowPrivate     bool
 	StandardWebhooks bool
 	UserAgent        string
+	Clock            Clock // nil is SystemClock
 }
 
 // Dispatcher runs one delivery loop per registered webhook, and answers
@@ -33,6 +34,7 @@ type Dispatcher struct {
 	state   *projections.Projections
 	store   deliveryStore
 	cfg     Config
+	clock   Clock
 	policy  retryPolicy
 	send    *sender
 	logger  *slog.Logger
@@ -55,13 +57,16 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
 	return &Dispatcher{
-		log: log, state: state, store: deliveryStore{log.Store()}, cfg: cfg, logger: logger,
+		log: log, state: state, store: deliveryStore{log.Store()}, cfg: cfg, clock: cfg.Clock, logger: logger,
 		policy: retryPolicy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, factor: cfg.BackoffFactor,
 			timeout: cfg.Timeout, jitter: rand.Float64},
-		send: &sender{client: newClient(cfg.AllowPrivate, cfg.Timeout), timeout: cfg.Timeout,
+		send: &sender{client: newClient(cfg.AllowPrivate, cfg.Timeout), clock: cfg.Clock, timeout: cfg.Timeout,
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
-		ids:     eventlog.NewIDs(time.Now),
+		ids:     eventlog.NewIDs(cfg.Clock.Now),
 		loops:   map[string]*loop{},
 		metrics: newMetrics(),
 	}

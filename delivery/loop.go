@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,9 +43,7 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 }
 
 // schedule queues a pending delivery for its next attempt.
-func (l *loop) schedule(d *Delivery) {
-	heap.Push(&l.later, retryAt{at: d.NextAttemptAt, id: d.ID})
-}
+func (l *loop) schedule(d *Delivery) { l.later.push(d) }
 
 func (l *loop) run() error {
 	defer l.cancel()
@@ -54,7 +51,7 @@ func (l *loop) run() error {
 	if err != nil {
 		return err
 	}
-	timer := time.NewTimer(time.Hour)
+	timer := l.dp.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	lag := l.dp.metrics.lag.WithLabelValues(l.t.ID)
 	defer l.dp.metrics.lag.DeleteLabelValues(l.t.ID)
@@ -82,7 +79,7 @@ func (l *loop) run() error {
 		timer.Reset(wait)
 		select {
 		case <-changed:
-		case <-timer.C:
+		case <-timer.C():
 		case r := <-l.results:
 			// Take every result that is waiting: one synced write for all.
 			batch := []result{r}
@@ -151,7 +148,7 @@ const maxCollect = 512
 func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	to := min(head, cursor+maxCollect)
 	var fresh []*Delivery
-	now := time.Now()
+	now := l.dp.clock.Now()
 	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
 		if rec.Account != l.t.Account {
 			return nil
@@ -203,10 +200,8 @@ type envelope struct {
 // bound is per webhook so that a dead receiver, whose attempts each hold a
 // slot for delivery.timeout, never takes a healthy webhook's slots.
 func (l *loop) dispatch() time.Duration {
-	now := time.Now().UnixMilli()
-	for l.later.Len() > 0 && l.later[0].at <= now {
-		l.ready = append(l.ready, heap.Pop(&l.later).(retryAt).id)
-	}
+	now := l.dp.clock.Now().UnixMilli()
+	l.ready = l.later.popDue(now, l.ready)
 	for len(l.ready) > 0 && len(l.busy) < l.dp.cfg.Concurrency {
 		id := l.ready[0]
 		l.ready = l.ready[1:]
@@ -217,10 +212,7 @@ func (l *loop) dispatch() time.Duration {
 		l.busy[id] = true
 		go l.attempt(*d)
 	}
-	if l.later.Len() == 0 {
-		return time.Hour
-	}
-	return time.Duration(l.later[0].at-now) * time.Millisecond
+	return l.later.untilNext(now)
 }
 
 // errWebhookGone stops an attempt whose webhook was deleted or disabled
@@ -276,7 +268,7 @@ func (l *loop) apply(r result) *Delivery {
 	if d == nil || errors.Is(r.err, errWebhookGone) || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
 		return nil // nothing was sent, or the webhook is gone: not an attempt
 	}
-	now := time.Now()
+	now := l.dp.clock.Now()
 	v := l.retry.settle(d, r, now)
 	l.dp.metrics.attempts.WithLabelValues(string(v)).Inc()
 	switch v {
@@ -296,7 +288,7 @@ func (l *loop) apply(r result) *Delivery {
 // loop stops.
 func (l *loop) disable() error {
 	var failed []*Delivery
-	now := time.Now().Unix()
+	now := l.dp.clock.Now().Unix()
 	for id, d := range l.pending {
 		if l.busy[id] {
 			continue
@@ -333,7 +325,7 @@ func (l *loop) retryFailed(id string) (Delivery, error) {
 	if d.Status != StatusFailed {
 		return d, ErrNotFailed
 	}
-	now := time.Now()
+	now := l.dp.clock.Now()
 	d.Status, d.Attempts, d.NextAttemptAt, d.UpdatedAt = StatusPending, 0, now.UnixMilli(), now.Unix()
 	if err := l.dp.store.put(l.t.ID, &d); err != nil {
 		return Delivery{}, err

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -148,4 +149,25 @@ func (h *retryHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+func (h *retryHeap) push(d *Delivery) { heap.Push(h, retryAt{at: d.NextAttemptAt, id: d.ID}) }
+
+// popDue appends to ready, and removes, every delivery due by now (unix
+// ms), the earliest first. A delivery is due at its NextAttemptAt, not a
+// millisecond before.
+func (h *retryHeap) popDue(now int64, ready []string) []string {
+	for h.Len() > 0 && (*h)[0].at <= now {
+		ready = append(ready, heap.Pop(h).(retryAt).id)
+	}
+	return ready
+}
+
+// untilNext is how long after now (unix ms) the next retry is due; an hour
+// when none is waiting, since new work wakes the loop anyway.
+func (h retryHeap) untilNext(now int64) time.Duration {
+	if h.Len() == 0 {
+		return time.Hour
+	}
+	return time.Duration(h[0].at-now) * time.Millisecond
 }
