@@ -48,25 +48,30 @@ func newCountingReceiver(b *testing.B, record bool) *countingReceiver {
 }
 
 // sessions starts n sessions with new contacts from 64 goroutines: n
-// contact.created events.
-func (w *world) sessions(b testing.TB, agent string, from, n int) {
+// contact.created events. The first error fails the test at once.
+func (w *world) sessions(tb testing.TB, agent string, from, n int) {
+	tb.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	for g := 0; g < 64; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			for i := int(next.Add(1)) - 1; i < n && failed.Load() == nil; i = int(next.Add(1)) - 1 {
 				_, err := w.state.StartSession(context.Background(), w.pr, projections.SessionInput{AgentID: agent,
 					Contact: &projections.Contact{Name: "P", Email: fmt.Sprintf("p%d@example.com", from+i)}}, nil)
 				if err != nil {
-					b.Error(err)
+					failed.CompareAndSwap(nil, &err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	if err := failed.Load(); err != nil {
+		tb.Fatalf("starting sessions: %v", *err)
+	}
 }
 
 // BenchmarkDeliveries measures signed deliveries per second from the log to

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,14 +92,37 @@ func (rv *receiver) all() []received {
 
 // waitFor polls cond until it holds or a generous deadline passes: the
 // deadline only bounds a failing test, it asserts nothing about speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	waitAdvancing(t, nil, 0, what, cond)
+}
+
+// waitAdvancing is waitFor that also moves clock by step at every poll, so
+// that retries the condition waits for come due without real time.
+func waitAdvancing(t testing.TB, clock *manualClock, step time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+		if clock != nil {
+			clock.Advance(step)
+		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// recv takes one value from ch, or fails the test after a deadline that
+// only bounds a failing test.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(90 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
 	}
 }
 
@@ -114,9 +138,18 @@ type world struct {
 	m     *Dispatcher
 }
 
+// testConfig runs on the system clock, as the benchmarks do; a test that
+// waits on retries gives it a manualClock.
 func testConfig() Config {
 	return Config{Timeout: 2 * time.Second, MaxRetries: 3, Backoff: 20 * time.Millisecond, BackoffFactor: 2,
 		Concurrency: 8, AllowPrivate: true, StandardWebhooks: true, UserAgent: "demosvc/test"}
+}
+
+// clockedConfig is testConfig on a manual clock.
+func clockedConfig() (Config, *manualClock) {
+	cfg, clock := testConfig(), newManualClock()
+	cfg.Clock = clock
+	return cfg, clock
 }
 
 var testKey = make([]byte, eventlog.MasterKeySize)
@@ -134,7 +167,10 @@ func openWorld(t testing.TB, dir string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealer, _ := eventlog.NewSealer(testKey, crand.Reader)
+	sealer, err := eventlog.NewSealer(testKey, crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := projections.DefaultOptions
 	opts.Sealer, opts.AllowPrivateNetworks = sealer, true
 	state, err := projections.Open(log, opts)
@@ -173,7 +209,37 @@ func (w *world) start(cfg Config) {
 	w.m = New(w.log, w.state, cfg, nil)
 	done := make(chan struct{})
 	go func() { w.m.Run(ctx); close(done) }()
-	w.stop = func() { cancel(); <-done }
+	w.stop = func() { cancel(); recv(w.t, done, "the dispatcher to stop") }
+}
+
+// throughLoop returns once webhook wh's loop has been twice round its
+// select, answering a Retry of a delivery that does not exist. The first
+// may be taken in an iteration that began before the caller's last write;
+// the second only after a whole iteration that began after it, and so saw
+// it: whatever that iteration collects and dispatches is done by then.
+func (w *world) throughLoop(wh string) {
+	w.t.Helper()
+	w.m.mu.Lock()
+	l := w.m.loops[wh]
+	w.m.mu.Unlock()
+	if l == nil {
+		w.t.Fatalf("webhook %s has no delivery loop", wh)
+	}
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		_, err := w.m.Retry(ctx, wh, "dlv_none")
+		cancel()
+		if !errors.Is(err, ErrNoDelivery) {
+			w.t.Fatalf("a retry through the loop of %s: %v", wh, err)
+		}
+	}
+}
+
+// hasLoop reports whether the dispatcher runs a loop for wh.
+func (w *world) hasLoop(wh string) bool {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	return w.m.loops[wh] != nil
 }
 
 func (w *world) register(url string, events ...string) projections.WebhookView {
@@ -214,12 +280,18 @@ func TestEveryEventIsDeliveredSignedInTheSeedsShape(t *testing.T) {
 	ctx := t.Context()
 	agent := w.newAgent()
 	s1 := w.startSession(agent, "pat@example.com")
-	w.state.ProgressSession(ctx, w.pr, s1.ID, projections.Figures{IntentScore: ptr(90), Signals: &projections.Signals{Interest: 80, Objections: 10, BuyingSignals: 95}}, nil)
-	w.state.CompleteSession(ctx, w.pr, s1.ID, projections.Figures{IntentScore: ptr(91), Signals: &projections.Signals{Interest: 88, Objections: 12, BuyingSignals: 95},
-		DurationSeconds: ptr(1200), ReplayURL: ptr("https://replay.example.com/s1")}, nil)
-	w.state.BookMeeting(ctx, w.pr, s1.ID, projections.MeetingInput{ScheduledAt: "2026-12-01T15:00:00Z", CalendarLink: "https://cal.example.com/m1"}, nil)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.state.ProgressSession(ctx, w.pr, s1.ID, projections.Figures{IntentScore: ptr(90), Signals: &projections.Signals{Interest: 80, Objections: 10, BuyingSignals: 95}}, nil))
+	must(w.state.CompleteSession(ctx, w.pr, s1.ID, projections.Figures{IntentScore: ptr(91), Signals: &projections.Signals{Interest: 88, Objections: 12, BuyingSignals: 95},
+		DurationSeconds: ptr(1200), ReplayURL: ptr("https://replay.example.com/s1")}, nil))
+	must(w.state.BookMeeting(ctx, w.pr, s1.ID, projections.MeetingInput{ScheduledAt: "2026-12-01T15:00:00Z", CalendarLink: "https://cal.example.com/m1"}, nil))
 	s2 := w.startSession(agent, "pat@example.com") // the same contact: no contact.created
-	w.state.AbandonSession(ctx, w.pr, s2.ID, projections.Figures{DurationSeconds: ptr(42), IntentScore: ptr(10)}, nil)
+	must(w.state.AbandonSession(ctx, w.pr, s2.ID, projections.Figures{DurationSeconds: ptr(42), IntentScore: ptr(10)}, nil))
 	waitFor(t, "5 deliveries", func() bool { return rv.count() >= 5 })
 
 	want := map[string]string{
@@ -293,9 +365,10 @@ func TestRetries(t *testing.T) {
 			return 200, 0
 		})
 		wh := w.register(rv.URL, "contact.created")
-		w.start(testConfig())
+		cfg, clock := clockedConfig()
+		w.start(cfg)
 		w.startSession(w.newAgent(), "a@example.com")
-		waitFor(t, "a succeeded delivery", func() bool {
+		waitAdvancing(t, clock, time.Second, "a succeeded delivery", func() bool {
 			ds := deliveriesOf(t, w, wh.ID)
 			return len(ds) == 1 && ds[0].Status == StatusSucceeded
 		})
@@ -309,18 +382,43 @@ func TestRetries(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a retry is due after the backoff on the injected clock", func(t *testing.T) {
+		w := openWorld(t, "")
+		rv, healthy := newSwitchableReceiver(t)
+		wh := w.register(rv.URL, "contact.created")
+		cfg, clock := clockedConfig()
+		cfg.Backoff = time.Hour // a real hour: only the clock can bring it
+		w.start(cfg)
+		failedAt := clock.Now()
+		w.startSession(w.newAgent(), "a@example.com")
+		waitFor(t, "the first attempt recorded", func() bool {
+			ds := deliveriesOf(t, w, wh.ID)
+			return len(ds) == 1 && ds[0].Attempts == 1
+		})
+		d := deliveriesOf(t, w, wh.ID)[0]
+		if due := time.UnixMilli(d.NextAttemptAt).Sub(failedAt); d.Status != StatusPending || due < 48*time.Minute || due > 72*time.Minute {
+			t.Fatalf("after one failure: %s, next attempt %s after it; want pending, 1h ±20%%", d.Status, due)
+		}
+		healthy.Store(true)
+		clock.Advance(time.UnixMilli(d.NextAttemptAt).Sub(failedAt))
+		waitFor(t, "the retry, once the clock reaches it", func() bool {
+			ds := deliveriesOf(t, w, wh.ID)
+			return ds[0].Status == StatusSucceeded && ds[0].Attempts == 2
+		})
+	})
 	t.Run("a receiver that always fails gets exactly four attempts", func(t *testing.T) {
 		w := openWorld(t, "")
 		rv := newReceiver(t, func(int) (int, time.Duration) { return 503, 0 })
 		wh := w.register(rv.URL, "contact.created")
-		w.start(testConfig())
+		cfg, clock := clockedConfig()
+		w.start(cfg)
 		w.startSession(w.newAgent(), "a@example.com")
-		waitFor(t, "a failed delivery", func() bool {
+		waitAdvancing(t, clock, time.Second, "a failed delivery", func() bool {
 			ds := deliveriesOf(t, w, wh.ID)
 			return len(ds) == 1 && ds[0].Status == StatusFailed
 		})
 		d := deliveriesOf(t, w, wh.ID)[0]
-		if d.Attempts != 4 || rv.count() != 4 || d.LastError != "the receiver answered 503 Service Unavailable" {
+		if d.Attempts != 4 || rv.count() != 4 || d.LastError != "the receiver answered 503 Service Unavailable" || d.NextAttemptAt != 0 {
 			t.Errorf("delivery %+v after %d requests", d, rv.count())
 		}
 	})
@@ -328,7 +426,7 @@ func TestRetries(t *testing.T) {
 		w := openWorld(t, "")
 		rv := newReceiver(t, func(int) (int, time.Duration) { return 200, 5 * time.Second })
 		wh := w.register(rv.URL, "contact.created")
-		cfg := testConfig()
+		cfg, _ := clockedConfig()
 		cfg.Timeout, cfg.MaxRetries = 100*time.Millisecond, 0
 		w.start(cfg)
 		w.startSession(w.newAgent(), "a@example.com")
@@ -349,18 +447,17 @@ func TestRetries(t *testing.T) {
 			return 200, 0
 		})
 		wh := w.register(rv.URL, "contact.created")
-		cfg := testConfig()
-		cfg.Backoff = time.Hour // the first event's retry would wait an hour
+		cfg, _ := clockedConfig() // never advanced: the first event's retry never comes due
 		w.start(cfg)
 		agent := w.newAgent()
 		w.startSession(agent, "a@example.com")
 		waitFor(t, "the first attempt", func() bool { return rv.count() == 1 })
 		w.startSession(agent, "b@example.com")
 		waitFor(t, "the second event, before the first event's retry", func() bool { return rv.count() == 2 })
-		ds := deliveriesOf(t, w, wh.ID)
-		if len(ds) != 2 || ds[0].Status != StatusSucceeded || ds[1].Status != StatusPending {
-			t.Errorf("deliveries %+v", ds)
-		}
+		waitFor(t, "both outcomes recorded", func() bool {
+			ds := deliveriesOf(t, w, wh.ID)
+			return len(ds) == 2 && ds[0].Status == StatusSucceeded && ds[1].Status == StatusPending && ds[1].Attempts == 1
+		})
 	})
 }
 
@@ -368,22 +465,35 @@ func TestDeleteStopsEverythingForThatWebhook(t *testing.T) {
 	w := openWorld(t, "")
 	rv := newReceiver(t, func(int) (int, time.Duration) { return 500, 0 })
 	wh := w.register(rv.URL, "contact.created")
-	cfg := testConfig()
-	cfg.Backoff = 100 * time.Millisecond
+	other := newReceiver(t, nil)
+	w.register(other.URL, "contact.created")
+	cfg, clock := clockedConfig()
 	w.start(cfg)
-	w.startSession(w.newAgent(), "a@example.com")
-	waitFor(t, "the first attempt", func() bool { return rv.count() == 1 })
+	agent := w.newAgent()
+	w.startSession(agent, "a@example.com")
+	waitFor(t, "the first attempt recorded, its retry pending", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		return len(ds) == 1 && ds[0].Attempts == 1 && ds[0].Status == StatusPending
+	})
 	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
 		t.Fatal(err)
 	}
-	// The retry was due 80-120 ms after the first attempt; give it well over
-	// that, and it must not come.
-	deadline := time.Now().Add(600 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if n := rv.count(); n != 1 {
-			t.Fatalf("%d requests after DELETE, want none after the first", n-1)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The attempt log is dropped only after the loop has returned: from
+	// then on nothing of it can send.
+	waitFor(t, "the deleted webhook's attempt log to go", func() bool { return len(deliveriesOf(t, w, wh.ID)) == 0 })
+	if w.hasLoop(wh.ID) {
+		t.Fatal("the deleted webhook still has a loop")
+	}
+	// Its retry's time comes and goes; the other webhook gets a new event
+	// on the same clock, the deleted one nothing.
+	clock.Advance(24 * time.Hour)
+	w.startSession(agent, "b@example.com")
+	waitFor(t, "the other webhook's two events", func() bool { return other.count() == 2 })
+	if n := rv.count(); n != 1 {
+		t.Fatalf("%d requests after DELETE, want none after the first", n-1)
+	}
+	if len(deliveriesOf(t, w, wh.ID)) != 0 {
+		t.Error("the deleted webhook has an attempt log again")
 	}
 }
 
@@ -414,11 +524,22 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	rv, healthy := newSwitchableReceiver(t)
 	wh := w.register(rv.URL, "contact.created")
 	agent := w.newAgent()
-	cfg := testConfig()
-	cfg.Backoff, cfg.MaxRetries = 100*time.Millisecond, 10
+	cfg, clock := clockedConfig()
+	cfg.Backoff, cfg.MaxRetries = time.Second, 10
+	w.sessions(t, agent, 0, 100) // one chunk: each gets its first attempt, which fails
 	w.start(cfg)
-	w.sessions(t, agent, 0, 100) // these fail: pending retries at the stop
-	waitFor(t, "100 first attempts", func() bool { return rv.count() >= 100 })
+	waitFor(t, "100 first attempts recorded", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) != 100 {
+			return false
+		}
+		for _, d := range ds {
+			if d.Attempts != 1 || d.Status != StatusPending {
+				return false
+			}
+		}
+		return true
+	})
 	w.stop()
 	w.stop = nil
 	w.sessions(t, agent, 100, 10_000) // a backlog appended while nothing delivers
@@ -426,10 +547,14 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 
 	healthy.Store(true)
 	w = openWorld(t, dir)
+	clock.Advance(time.Second) // ids of the new run sort after the old ones
 	w.start(cfg)
-	waitFor(t, "10,100 deliveries succeeded", func() bool {
+	waitAdvancing(t, clock, time.Second, "10,100 deliveries succeeded", func() bool {
 		ds, _, err := w.m.Deliveries(wh.ID, 20_000, "")
-		if err != nil || len(ds) != 10_100 {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 10_100 {
 			return false
 		}
 		for _, d := range ds {
@@ -454,38 +579,47 @@ func TestGoneDisablesTheWebhook(t *testing.T) {
 	w := openWorld(t, "")
 	rv := newReceiver(t, func(int) (int, time.Duration) { return http.StatusGone, 0 })
 	wh := w.register(rv.URL, "contact.created")
-	w.start(testConfig())
+	other := newReceiver(t, nil)
+	w.register(other.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	w.start(cfg)
 	agent := w.newAgent()
 	w.startSession(agent, "a@example.com")
 	waitFor(t, "the webhook disabled", func() bool {
 		v, err := w.state.Webhook(w.pr.Account.ID, wh.ID)
-		return err == nil && v.Status == "disabled"
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Status == "disabled"
 	})
 	ds := deliveriesOf(t, w, wh.ID)
 	if len(ds) != 1 || ds[0].Status != StatusFailed || ds[0].Attempts != 1 || !strings.Contains(ds[0].LastError, "410 Gone") {
 		t.Errorf("deliveries %+v", ds)
 	}
-	// Nothing more is sent, and the attempt log stays.
+	// Nothing more is built or sent: a disabled webhook gets no loop. The
+	// reconcile here is the one Run makes after every log change, made
+	// now so that its outcome can be checked.
 	w.startSession(agent, "b@example.com")
-	head := w.log.DurableSeq()
-	waitFor(t, "the log to move on", func() bool { return w.log.DurableSeq() >= head })
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if rv.count() != 1 {
-			t.Fatalf("%d requests after 410, want none after the first", rv.count()-1)
-		}
-		time.Sleep(10 * time.Millisecond)
+	w.m.reconcile()
+	if w.hasLoop(wh.ID) {
+		t.Fatal("the disabled webhook has a delivery loop")
 	}
+	clock.Advance(24 * time.Hour)
+	waitFor(t, "the other webhook's two events", func() bool { return other.count() == 2 })
+	if rv.count() != 1 {
+		t.Fatalf("%d requests after 410, want none after the first", rv.count()-1)
+	}
+	// A delivery is stored before it is sent: the log shows none for b,
+	// and keeps the one it had.
 	if ds := deliveriesOf(t, w, wh.ID); len(ds) != 1 {
-		t.Errorf("attempt log after disabling: %d deliveries", len(ds))
+		t.Errorf("attempt log after disabling: %d deliveries, want 1", len(ds))
 	}
 }
 
 func TestDeleteCancelsTheAttemptInFlight(t *testing.T) {
 	w := openWorld(t, "")
 	started := make(chan struct{}, 1)
-	var rv *receiver
-	rv = newReceiver(t, func(int) (int, time.Duration) {
+	rv := newReceiver(t, func(int) (int, time.Duration) {
 		select {
 		case started <- struct{}{}:
 		default:
@@ -493,9 +627,11 @@ func TestDeleteCancelsTheAttemptInFlight(t *testing.T) {
 		return 200, 10 * time.Second
 	})
 	wh := w.register(rv.URL, "contact.created")
-	w.start(testConfig())
+	cfg, _ := clockedConfig()
+	cfg.Timeout = time.Minute // only the delete can end the attempt within the test
+	w.start(cfg)
 	w.startSession(w.newAgent(), "a@example.com")
-	<-started
+	recv(t, started, "the attempt to reach the receiver")
 	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +671,7 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 				}
 				w.(http.Flusher).Flush()
 				select {
-				case <-time.After(50 * time.Millisecond):
+				case <-time.After(50 * time.Millisecond): // the trickle's pace, on the wire
 				case <-r.Context().Done():
 					return
 				}
@@ -543,8 +679,10 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 		}, false, StatusFailed, "within 300ms"},
 		{"a TLS error", func(w http.ResponseWriter, r *http.Request) {}, true, StatusFailed, "http: server gave HTTP response to HTTPS client"},
 		{"a connection reset", func(w http.ResponseWriter, r *http.Request) {
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
 		}, false, StatusFailed, "EOF"},
 		{"a redirect is a failure", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example.com/", http.StatusFound)
@@ -559,7 +697,7 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 				url = strings.Replace(url, "http://", "https://", 1)
 			}
 			wh := w.register(url, "contact.created")
-			cfg := testConfig()
+			cfg, _ := clockedConfig()
 			cfg.Timeout, cfg.MaxRetries = 300*time.Millisecond, 0
 			w.start(cfg)
 			w.startSession(w.newAgent(), "a@example.com")
@@ -579,25 +717,26 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	w := openWorld(t, "")
 	rv, healthy := newSwitchableReceiver(t)
 	wh := w.register(rv.URL, "contact.created")
-	cfg := testConfig()
-	cfg.MaxRetries, cfg.Backoff = 50, 20*time.Millisecond
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Backoff = 50, time.Second
 	w.start(cfg)
 	agent := w.newAgent()
 	w.startSession(agent, "first@example.com")
-	waitFor(t, "three failed attempts", func() bool { return rv.count() >= 3 })
+	waitAdvancing(t, clock, time.Second, "three failed attempts recorded", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		return len(ds) == 1 && ds[0].Attempts >= 3
+	})
 	for i := 0; i < 20; i++ {
 		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
 	}
-	// Paused: the new events get no delivery while the receiver fails.
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if n := len(deliveriesOf(t, w, wh.ID)); n != 1 {
-			t.Fatalf("%d deliveries built while the receiver fails, want the first only", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The loop has now seen the 20 events and, paused, built nothing for
+	// them (a delivery is stored before it is sent).
+	w.throughLoop(wh.ID)
+	if n := len(deliveriesOf(t, w, wh.ID)); n != 1 {
+		t.Fatalf("%d deliveries built while the receiver fails, want the first only", n)
 	}
 	healthy.Store(true)
-	waitFor(t, "all 21 delivered", func() bool {
+	waitAdvancing(t, clock, time.Second, "all 21 delivered", func() bool {
 		ds := deliveriesOf(t, w, wh.ID)
 		if len(ds) != 21 {
 			return false
@@ -609,6 +748,59 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// holdingReceiver accepts every request and answers none until the test
+// ends: a dead receiver that keeps its connections open.
+type holdingReceiver struct {
+	*httptest.Server
+	held     atomic.Int64 // requests being held
+	answered atomic.Int64 // requests that ended, whichever way
+}
+
+func newHoldingReceiver(t *testing.T) *holdingReceiver {
+	hr := &holdingReceiver{}
+	release := make(chan struct{})
+	hr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hr.held.Add(1)
+		defer hr.answered.Add(1)
+		select {
+		case <-release:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+	}))
+	// Registered after the world, so it runs before the world closes: the
+	// dispatcher's shutdown waits for attempts in flight to end.
+	t.Cleanup(func() { close(release); hr.Close() })
+	return hr
+}
+
+func TestADeadReceiverNeverSlowsAHealthyWebhook(t *testing.T) {
+	w := openWorld(t, "")
+	dead := newHoldingReceiver(t)
+	healthy := newReceiver(t, nil)
+	deadWh := w.register(dead.URL, "contact.created")
+	w.register(healthy.URL, "contact.created")
+	cfg, _ := clockedConfig()
+	cfg.Concurrency, cfg.Timeout = 2, time.Hour // the dead receiver's attempts outlive the test
+	w.start(cfg)
+	agent := w.newAgent()
+	w.sessions(t, agent, 0, 2)
+	waitFor(t, "the dead receiver to hold both of its webhook's slots", func() bool { return dead.held.Load() == 2 })
+	const n = 200
+	w.sessions(t, agent, 2, n)
+	waitFor(t, "the healthy webhook's 202 events", func() bool { return healthy.count() == n+2 })
+	// All that while, the dead receiver held the attempts it got first, and
+	// no outcome of them was recorded.
+	if held, answered := dead.held.Load(), dead.answered.Load(); held != 2 || answered != 0 {
+		t.Errorf("the dead receiver got %d requests and answered %d; want 2 held", held, answered)
+	}
+	for _, d := range deliveriesOf(t, w, deadWh.ID) {
+		if d.Attempts != 0 || d.Status != StatusPending {
+			t.Errorf("dead webhook's delivery %s: %d attempts, %s; want its first attempt still in flight", d.ID, d.Attempts, d.Status)
+		}
+	}
 }
 
 func TestAttemptLogPages(t *testing.T) {
