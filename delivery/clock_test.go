@@ -9,9 +9,9 @@ import (
 // manualClock is a Clock that moves only when a test calls Advance: a
 // retry is due when the test says, and no test sleeps to wait for one.
 type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	armed  map[*manualTimer]bool
+	mu    sync.Mutex
+	now   time.Time
+	armed map[*manualTimer]bool
 }
 
 func newManualClock() *manualClock {

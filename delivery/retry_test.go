@@ -148,7 +148,7 @@ func TestRetryAfter(t *testing.T) {
 		{429, "3601", time.Hour}, // capped
 		{503, "99999999999999", time.Hour},
 		{503, "9223372036854775807", time.Hour}, // would overflow a Duration
-		{500, "120", 0},                          // only on 429 and 503
+		{500, "120", 0},                         // only on 429 and 503
 		{200, "120", 0},
 		{429, "", 0},
 		{429, "0", 0},
