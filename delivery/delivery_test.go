@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"demosvc/eventlog"
 	"demosvc/projections"
@@ -156,10 +159,17 @@ var testKey = make([]byte, eventlog.MasterKeySize)
 
 func openWorld(t testing.TB, dir string) *world {
 	t.Helper()
+	return openWorldOn(t, dir, nil)
+}
+
+// openWorldOn is openWorld on fsys (nil: the real filesystem), to inject
+// storage faults.
+func openWorldOn(t testing.TB, dir string, fsys vfs.FS) *world {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
+	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true, FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +214,11 @@ func (w *world) close() {
 	}
 }
 
-func (w *world) start(cfg Config) {
+func (w *world) start(cfg Config) { w.startLogging(cfg, nil) }
+
+func (w *world) startLogging(cfg Config, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w.m = New(w.log, w.state, cfg, nil)
+	w.m = New(w.log, w.state, cfg, logger)
 	done := make(chan struct{})
 	go func() { w.m.Run(ctx); close(done) }()
 	w.stop = func() { cancel(); recv(w.t, done, "the dispatcher to stop") }

@@ -131,7 +131,11 @@ func (dp *Dispatcher) reconcile() {
 				}
 				return
 			}
-			if err != nil && l.ctx.Err() == nil {
+			// A loop ends with context.Canceled when its webhook is deleted
+			// or disabled; any other error (a store that failed) must not
+			// end deliveries for good. l.ctx says nothing here: run
+			// cancels it on the way out, to end its attempts.
+			if err != nil && !errors.Is(err, context.Canceled) {
 				dp.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
 				dp.mu.Lock()
 				if dp.loops[t.ID] == l {
