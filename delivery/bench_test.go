@@ -47,6 +47,19 @@ func newCountingReceiver(b *testing.B, record bool) *countingReceiver {
 	return cr
 }
 
+// waitCount polls n until it reaches want, every millisecond so as not
+// to blur the figure; the deadline only bounds a broken run.
+func waitCount(b *testing.B, n *atomic.Int64, want int64) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for n.Load() < want {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d deliveries arrived in 10 minutes", n.Load(), want)
+		}
+		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
 // sessions starts n sessions with new contacts from 64 goroutines: n
 // contact.created events. The first error fails the test at once.
 func (w *world) sessions(tb testing.TB, agent string, from, n int) {
@@ -120,9 +133,7 @@ func BenchmarkDeliveries(b *testing.B) {
 
 			start = time.Now()
 			w.start(cfg)
-			for rv.n.Load() < total {
-				time.Sleep(time.Millisecond)
-			}
+			waitCount(b, &rv.n, total)
 			took := time.Since(start)
 			b.StopTimer()
 			rate := float64(total) / took.Seconds()
@@ -157,9 +168,7 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		}
 		committed[email] = time.Now()
 	}
-	for rv.n.Load() < int64(b.N) {
-		time.Sleep(time.Millisecond)
-	}
+	waitCount(b, &rv.n, int64(b.N))
 	b.StopTimer()
 	var lat []time.Duration
 	rv.mu.Lock()
@@ -197,15 +206,11 @@ func BenchmarkHealthyBesideDead(b *testing.B) {
 		w.sessions(b, w.newAgent(), 0, b.N)
 		start := time.Now()
 		w.start(testConfig())
-		for healthy.n.Load() < int64(b.N) {
-			time.Sleep(time.Millisecond)
-		}
+		waitCount(b, &healthy.n, int64(b.N))
 		rate := float64(b.N) / time.Since(start).Seconds()
 		w.close()
 		return rate
 	}
-	cfg := testConfig()
-	_ = cfg
 	alone := run(false)
 	beside := run(true)
 	b.ReportMetric(alone, "alone-deliveries/s")
