@@ -155,7 +155,7 @@ func (c *cli) logImport(args []string) int {
 	}
 	defer store.Close()
 	reg := projections.NewRegistry()
-	n, err := eventlog.Import(store, reg, in, eventlog.ImportOptions{Check: projections.NewState().Checker(reg)})
+	n, err := eventlog.Import(store, reg, in, eventlog.ImportOptions{Check: projections.NewState().Checker(reg, cfg.Delivery.AllowPrivateNetworks)})
 	var ie *eventlog.ImportError
 	switch {
 	case errors.As(err, &ie):

@@ -60,6 +60,8 @@ func TestScripts(t *testing.T) {
 			"jsonvar":    cmdJSONVar,
 			"receiver":   cmdReceiver,
 			"received":   cmdReceived,
+			"held":       cmdHeld,
+			"release":    cmdRelease,
 			"waithttp":   cmdWaitHTTP,
 		},
 	})
@@ -281,18 +283,27 @@ var scriptReceivers sync.Map // string -> *scriptReceiver
 
 type scriptReceiver struct {
 	mu       sync.Mutex
-	bodies   []string
+	bodies   []string // of the requests answered, in order
 	statuses []int
+	hold     bool          // requests wait for release
+	released chan struct{} // closed by release
+	held     int           // requests waiting now
+	release  func()
 }
 
-// receiver NAME [STATUS...] starts a webhook receiver on 127.0.0.1 that
-// answers the statuses in turn (the last one from then on; 200 by
-// default), and sets $NAME to its URL.
+// receiver [-hold] NAME [STATUS...] starts a webhook receiver on 127.0.0.1
+// that answers the statuses in turn (the last one from then on; 200 by
+// default), and sets $NAME to its URL. With -hold it answers nothing until
+// `release NAME`; a held request whose sender goes away is not counted.
 func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 1 {
-		ts.Fatalf("usage: receiver NAME [STATUS...]")
+	hold := len(args) > 0 && args[0] == "-hold"
+	if hold {
+		args = args[1:]
 	}
-	rv := &scriptReceiver{statuses: []int{200}}
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: receiver [-hold] NAME [STATUS...]")
+	}
+	rv := &scriptReceiver{statuses: []int{200}, hold: hold, released: make(chan struct{})}
 	if len(args) > 1 {
 		rv.statuses = nil
 		for _, a := range args[1:] {
@@ -303,6 +314,23 @@ func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if rv.hold {
+			rv.mu.Lock()
+			rv.held++
+			rv.mu.Unlock()
+			var gone bool
+			select {
+			case <-rv.released:
+			case <-r.Context().Done():
+				gone = true
+			}
+			rv.mu.Lock()
+			rv.held--
+			rv.mu.Unlock()
+			if gone {
+				return
+			}
+		}
 		rv.mu.Lock()
 		i := len(rv.bodies)
 		rv.bodies = append(rv.bodies, string(body))
@@ -310,14 +338,61 @@ func cmdReceiver(ts *testscript.TestScript, neg bool, args []string) {
 		rv.mu.Unlock()
 		w.WriteHeader(status)
 	}))
-	ts.Defer(srv.Close)
+	var release sync.Once
+	ts.Defer(func() {
+		release.Do(func() { close(rv.released) }) // Close waits for held requests
+		srv.Close()
+	})
+	rv.release = func() { release.Do(func() { close(rv.released) }) }
 	scriptReceivers.Store(ts.Getenv("WORK")+"/"+args[0], rv)
 	ts.Setenv(args[0], srv.URL)
 }
 
-// received [-distinct] NAME N waits until receiver NAME got N requests (N
-// different bodies with -distinct), then prints their bodies, one a line,
-// in the order they came.
+// scriptReceiverNamed returns the receiver a script started as name.
+func scriptReceiverNamed(ts *testscript.TestScript, name string) *scriptReceiver {
+	v, ok := scriptReceivers.Load(ts.Getenv("WORK") + "/" + name)
+	if !ok {
+		ts.Fatalf("no receiver %s", name)
+	}
+	return v.(*scriptReceiver)
+}
+
+// held NAME N waits until receiver NAME (started with -hold) holds N
+// requests at once.
+func cmdHeld(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: held NAME N")
+	}
+	rv := scriptReceiverNamed(ts, args[0])
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rv.mu.Lock()
+		held := rv.held
+		rv.mu.Unlock()
+		if held >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("receiver %s holds %d requests after 30s, want %d", args[0], held, n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// release NAME makes receiver NAME answer the requests it holds, and every
+// later one at once.
+func cmdRelease(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: release NAME")
+	}
+	scriptReceiverNamed(ts, args[0]).release()
+}
+
+// received [-distinct] NAME N waits until receiver NAME answered N
+// requests (N different bodies with -distinct), then prints their bodies,
+// one a line, in the order they were answered.
 func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
 	distinct := len(args) > 0 && args[0] == "-distinct"
 	if distinct {
@@ -326,11 +401,7 @@ func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: received [-distinct] NAME N")
 	}
-	v, ok := scriptReceivers.Load(ts.Getenv("WORK") + "/" + args[0])
-	if !ok {
-		ts.Fatalf("no receiver %s", args[0])
-	}
-	rv := v.(*scriptReceiver)
+	rv := scriptReceiverNamed(ts, args[0])
 	n, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	deadline := time.Now().Add(30 * time.Second)
@@ -351,7 +422,7 @@ func cmdReceived(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("receiver %s got %d requests in 30s, want %d", args[0], len(got), n)
+			ts.Fatalf("receiver %s answered %d requests (%d counted) in 30s, want %d", args[0], len(got), count, n)
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}

@@ -121,7 +121,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		Timeout: cfg.Delivery.Timeout, MaxRetries: cfg.Delivery.MaxRetries, Backoff: cfg.Delivery.Backoff,
 		BackoffFactor: cfg.Delivery.BackoffFactor, Concurrency: cfg.Delivery.Concurrency,
 		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
-		UserAgent: "demosvc/" + version,
+		UserAgent: "demosvc/" + version, Clock: delivery.SystemClock{},
 	}, logger)
 	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
 	deliveriesDone := make(chan struct{})

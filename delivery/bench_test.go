@@ -47,26 +47,44 @@ func newCountingReceiver(b *testing.B, record bool) *countingReceiver {
 	return cr
 }
 
+// waitCount polls n until it reaches want, every millisecond so as not
+// to blur the figure; the deadline only bounds a broken run.
+func waitCount(b *testing.B, n *atomic.Int64, want int64) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for n.Load() < want {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d deliveries arrived in 10 minutes", n.Load(), want)
+		}
+		time.Sleep(time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
 // sessions starts n sessions with new contacts from 64 goroutines: n
-// contact.created events.
-func (w *world) sessions(b testing.TB, agent string, from, n int) {
+// contact.created events. The first error fails the test at once.
+func (w *world) sessions(tb testing.TB, agent string, from, n int) {
+	tb.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	for g := 0; g < 64; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			for i := int(next.Add(1)) - 1; i < n && failed.Load() == nil; i = int(next.Add(1)) - 1 {
 				_, err := w.state.StartSession(context.Background(), w.pr, projections.SessionInput{AgentID: agent,
 					Contact: &projections.Contact{Name: "P", Email: fmt.Sprintf("p%d@example.com", from+i)}}, nil)
 				if err != nil {
-					b.Error(err)
+					failed.CompareAndSwap(nil, &err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	if err := failed.Load(); err != nil {
+		tb.Fatalf("starting sessions: %v", *err)
+	}
 }
 
 // BenchmarkDeliveries measures signed deliveries per second from the log to
@@ -115,9 +133,7 @@ func BenchmarkDeliveries(b *testing.B) {
 
 			start = time.Now()
 			w.start(cfg)
-			for rv.n.Load() < total {
-				time.Sleep(time.Millisecond)
-			}
+			waitCount(b, &rv.n, total)
 			took := time.Since(start)
 			b.StopTimer()
 			rate := float64(total) / took.Seconds()
@@ -152,9 +168,7 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		}
 		committed[email] = time.Now()
 	}
-	for rv.n.Load() < int64(b.N) {
-		time.Sleep(time.Millisecond)
-	}
+	waitCount(b, &rv.n, int64(b.N))
 	b.StopTimer()
 	var lat []time.Duration
 	rv.mu.Lock()
@@ -192,15 +206,11 @@ func BenchmarkHealthyBesideDead(b *testing.B) {
 		w.sessions(b, w.newAgent(), 0, b.N)
 		start := time.Now()
 		w.start(testConfig())
-		for healthy.n.Load() < int64(b.N) {
-			time.Sleep(time.Millisecond)
-		}
+		waitCount(b, &healthy.n, int64(b.N))
 		rate := float64(b.N) / time.Since(start).Seconds()
 		w.close()
 		return rate
 	}
-	cfg := testConfig()
-	_ = cfg
 	alone := run(false)
 	beside := run(true)
 	b.ReportMetric(alone, "alone-deliveries/s")

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"syscall"
 	"time"
 
-	"demosvc/projections"
+	"demosvc/delivery/netguard"
 )
 
 // ErrRefusedAddress reports a delivery refused because the address dialled
@@ -17,8 +18,9 @@ import (
 var ErrRefusedAddress = errors.New("refused: not a public address")
 
 // newClient returns the HTTP client of deliveries. The SSRF guard checks
-// the address actually dialled, after name resolution, so a name that
-// resolves to a private address is refused as a literal one is. Redirects
+// the address actually dialled, after name resolution, against
+// netguard.Public, so a name that resolves to a private address is refused
+// as a literal one is at registration. Redirects
 // are not followed: a 3xx is a failed delivery.
 func newClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
@@ -28,7 +30,7 @@ func newClient(allowPrivate bool, timeout time.Duration) *http.Client {
 			if err != nil {
 				return err
 			}
-			if ip := net.ParseIP(host); ip == nil || !projections.PublicIP(ip) {
+			if addr, err := netip.ParseAddr(host); err != nil || !netguard.Public(addr) {
 				return fmt.Errorf("%w: %s (delivery.allow_private_networks is false)", ErrRefusedAddress, host)
 			}
 			return nil

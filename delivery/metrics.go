@@ -28,6 +28,6 @@ func newMetrics() *metrics {
 }
 
 // Collectors returns the delivery metrics, to register with the server's.
-func (m *Manager) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.metrics.attempts, m.metrics.latency, m.metrics.lag}
+func (dp *Dispatcher) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{dp.metrics.attempts, dp.metrics.latency, dp.metrics.lag}
 }

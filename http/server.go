@@ -26,7 +26,7 @@ type Deps struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 	// Deliveries serves the webhook attempt logs; nil answers 503.
-	Deliveries *delivery.Manager
+	Deliveries *delivery.Dispatcher
 	// Clock drives the rate limiters; nil means time.Now.
 	Clock func() time.Time
 }
@@ -70,8 +70,8 @@ func NewServer(d Deps) *Server {
 	return s
 }
 
-// SetDeliveries gives the server the delivery manager, before SetState.
-func (s *Server) SetDeliveries(m *delivery.Manager) { s.deps.Deliveries = m }
+// SetDeliveries gives the server the delivery dispatcher, before SetState.
+func (s *Server) SetDeliveries(d *delivery.Dispatcher) { s.deps.Deliveries = d }
 
 // SetState gives the server the rebuilt state and marks it ready.
 func (s *Server) SetState(p *projections.Projections) {

@@ -84,8 +84,10 @@ func (s *State) Seq() uint64 { return s.seq }
 
 // Checker returns a function that applies each record it is given to s,
 // after checking its payload's values: what `log import` uses to refuse a
-// record the service could not have written.
-func (s *State) Checker(reg *eventlog.Registry) func(rec *eventlog.Record) error {
+// record the service could not have written. allowPrivate is
+// delivery.allow_private_networks: a webhook URL is held to the rules the
+// API applies at registration under the same setting.
+func (s *State) Checker(reg *eventlog.Registry, allowPrivate bool) func(rec *eventlog.Record) error {
 	return func(rec *eventlog.Record) error {
 		payload, err := reg.Decode(rec)
 		if err != nil {
@@ -93,6 +95,12 @@ func (s *State) Checker(reg *eventlog.Registry) func(rec *eventlog.Record) error
 		}
 		if v, ok := payload.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
+		if w, ok := payload.(*WebhookRegistered); ok && !allowPrivate {
+			in := WebhookInput{URL: w.URL, Events: w.Events}
+			if err := in.Validate(allowPrivate); err != nil {
 				return fmt.Errorf("%s: %w", rec.Type, err)
 			}
 		}

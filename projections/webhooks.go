@@ -3,10 +3,9 @@ package projections
 import (
 	"context"
 	"encoding/base64"
-	"net"
-	"net/netip"
-	"net/url"
+	"errors"
 
+	"demosvc/delivery/netguard"
 	"demosvc/eventlog"
 )
 
@@ -56,19 +55,21 @@ type WebhookInput struct {
 }
 
 // Validate checks a registration: an absolute http(s) URL without
-// credentials, and a non-empty list of known, distinct event names. With
-// allowPrivate false, a URL whose host is a literal address in a private,
-// loopback, link-local, CGNAT, unique-local, unspecified or multicast range
-// is refused (names are checked again on the address dialled, when sent).
+// credentials whose host is written canonically, and a non-empty list of
+// known, distinct event names. With allowPrivate false, a URL whose host
+// is a literal address that is not public (netguard.Public: every IANA
+// special-purpose range) or a localhost name is refused; names are checked
+// again on the address dialled, when sent.
 func (in *WebhookInput) Validate(allowPrivate bool) error {
 	if err := checkURL("url", in.URL); err != nil {
 		return err
 	}
-	if !allowPrivate {
-		u, _ := url.Parse(in.URL)
-		if addr, err := netip.ParseAddr(u.Hostname()); err == nil && !PublicAddr(addr) {
-			return ParamErrorf(EInvalid, "url", "the URL's host %s is not a public address; deliveries there are refused (delivery.allow_private_networks)", addr)
+	if err := netguard.CheckURL(in.URL, allowPrivate); err != nil {
+		msg := err.Error()
+		if errors.Is(err, netguard.ErrNotPublic) {
+			msg += "; deliveries there are refused (delivery.allow_private_networks)"
 		}
+		return ParamErrorf(EInvalid, "url", "%s", msg)
 	}
 	if len(in.Events) == 0 {
 		return ParamErrorf(EInvalid, "events", "must name at least one event: %v", webhookEvents)
@@ -93,42 +94,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// nonPublic are ranges the standard library's predicates miss: CGNAT
-// (RFC 6598), "this network", IETF protocol assignments, benchmarking, and
-// the IPv6 prefixes that embed an IPv4 address (NAT64, 6to4).
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("2002::/16"),
-}
-
-// PublicAddr reports whether deliveries may go to addr when private
-// networks are not allowed: not loopback, private (RFC 1918, unique-local),
-// link-local (the cloud metadata address 169.254.169.254 among them),
-// CGNAT, unspecified or multicast.
-func PublicAddr(addr netip.Addr) bool {
-	addr = addr.Unmap()
-	if !addr.IsValid() || addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
-		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(addr) {
-			return false
-		}
-	}
-	return true
-}
-
-// PublicIP is PublicAddr for a net.IP.
-func PublicIP(ip net.IP) bool {
-	addr, ok := netip.AddrFromSlice(ip)
-	return ok && PublicAddr(addr)
 }
 
 // RegisterWebhook registers a webhook and answers its signing secret, the

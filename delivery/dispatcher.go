@@ -1,0 +1,200 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// Config are the delivery settings (config keys delivery.*).
+type Config struct {
+	Timeout          time.Duration // the whole exchange of one attempt
+	MaxRetries       int           // retries after the first attempt
+	Backoff          time.Duration // the first retry's delay
+	BackoffFactor    float64       // growth per retry
+	Concurrency      int           // attempts in flight per webhook
+	AllowPrivate     bool
+	StandardWebhooks bool
+	UserAgent        string
+	Clock            Clock // nil is SystemClock
+}
+
+// Dispatcher runs one delivery loop per registered webhook, and answers
+// the attempt log and manual retries of the HTTP API. Each loop alone
+// writes its webhook's delivery state; the Dispatcher only starts and
+// stops loops.
+type Dispatcher struct {
+	log     *eventlog.Log
+	state   *projections.Projections
+	store   deliveryStore
+	cfg     Config
+	clock   Clock
+	policy  retryPolicy
+	send    *sender
+	logger  *slog.Logger
+	ids     *eventlog.IDs
+	metrics *metrics
+
+	mu    sync.Mutex
+	loops map[string]*loop
+	wg    sync.WaitGroup
+}
+
+// New returns a dispatcher; Run starts it.
+func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *slog.Logger) *Dispatcher {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "demosvc"
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	return &Dispatcher{
+		log: log, state: state, store: deliveryStore{log.Store()}, cfg: cfg, clock: cfg.Clock, logger: logger,
+		policy: retryPolicy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, factor: cfg.BackoffFactor,
+			timeout: cfg.Timeout, jitter: rand.Float64},
+		send: &sender{client: newClient(cfg.AllowPrivate, cfg.Timeout), clock: cfg.Clock, timeout: cfg.Timeout,
+			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
+		ids:     eventlog.NewIDs(cfg.Clock.Now),
+		loops:   map[string]*loop{},
+		metrics: newMetrics(),
+	}
+}
+
+// Run keeps one loop per registered webhook, starting and stopping loops as
+// webhooks come and go, until ctx is done. Then every loop stops taking new
+// work, finishes and records the attempts in flight (each bounded by
+// delivery.timeout), and Run returns.
+func (dp *Dispatcher) Run(ctx context.Context) {
+	for {
+		changed := dp.log.Changed()
+		dp.reconcile()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			dp.mu.Lock()
+			for _, l := range dp.loops {
+				close(l.stopping)
+			}
+			dp.mu.Unlock()
+			dp.wg.Wait()
+			return
+		}
+	}
+}
+
+// reconcile starts loops for new webhooks and cancels those of deleted
+// ones, whose attempt in flight is cancelled with them.
+func (dp *Dispatcher) reconcile() {
+	targets, errs := dp.state.WebhookTargets()
+	for _, err := range errs {
+		dp.logger.Error("webhook secret does not open; not delivering to it", "err", err)
+	}
+	// targets holds webhooks whose secret did not open as disabled ones:
+	// their state is kept, not forgotten.
+	live := map[string]bool{}
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	for _, t := range targets {
+		live[t.ID] = true
+		if t.Disabled {
+			if l := dp.loops[t.ID]; l != nil {
+				l.cancel()
+				delete(dp.loops, t.ID)
+			}
+			continue
+		}
+		if dp.loops[t.ID] != nil {
+			continue
+		}
+		l := newLoop(dp, t)
+		dp.loops[t.ID] = l
+		dp.wg.Add(1)
+		go func() {
+			defer dp.wg.Done()
+			err := l.run()
+			if l.deleted.Load() {
+				// Only now that nothing of the loop can write any more.
+				if err := dp.store.forget(t.ID); err != nil {
+					dp.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", t.ID, "err", err)
+				}
+				return
+			}
+			// A loop ends with context.Canceled when its webhook is deleted
+			// or disabled; any other error (a store that failed) must not
+			// end deliveries for good. l.ctx says nothing here: run
+			// cancels it on the way out, to end its attempts.
+			if err != nil && !errors.Is(err, context.Canceled) {
+				dp.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
+				dp.mu.Lock()
+				if dp.loops[t.ID] == l {
+					delete(dp.loops, t.ID)
+				}
+				dp.mu.Unlock()
+			}
+		}()
+	}
+	for id, l := range dp.loops {
+		if !live[id] {
+			l.deleted.Store(true)
+			l.cancel()
+			delete(dp.loops, id)
+		}
+	}
+}
+
+// ErrNoDelivery reports a delivery id the webhook does not have.
+var ErrNoDelivery = errors.New("no such delivery")
+
+// ErrNotFailed reports a retry of a delivery that has not failed.
+var ErrNotFailed = errors.New("only a failed delivery can be retried")
+
+type retryReq struct {
+	id   string
+	done chan retryResult
+}
+
+type retryResult struct {
+	d   Delivery
+	err error
+}
+
+// Retry sends a failed delivery again, with a fresh attempt count. It
+// returns ErrNoDelivery for an unknown webhook or delivery and ErrNotFailed
+// for one that is pending or succeeded.
+func (dp *Dispatcher) Retry(ctx context.Context, wh, id string) (Delivery, error) {
+	dp.mu.Lock()
+	l := dp.loops[wh]
+	dp.mu.Unlock()
+	if l == nil {
+		return Delivery{}, ErrNoDelivery
+	}
+	req := retryReq{id: id, done: make(chan retryResult, 1)}
+	select {
+	case l.retryReqs <- req:
+	case <-l.ctx.Done():
+		return Delivery{}, ErrNoDelivery
+	case <-ctx.Done():
+		return Delivery{}, ctx.Err()
+	}
+	r := <-req.done
+	return r.d, r.err
+}
+
+// Deliveries returns a page of a webhook's attempt log, most recent first:
+// at most limit deliveries before startingAfter (a delivery id), and
+// whether more remain.
+func (dp *Dispatcher) Deliveries(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
+	return dp.store.page(wh, limit, startingAfter)
+}

@@ -1,0 +1,336 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// loop delivers to one webhook. Invariant: it alone reads and writes the
+// webhook's cursor and pending deliveries, and it stores a delivery (with
+// the cursor past its event) before the delivery's first attempt, and each
+// attempt's outcome before acting on it. Attempts run beside it and report
+// back on results.
+type loop struct {
+	dp        *Dispatcher
+	t         projections.Target
+	ctx       context.Context // cancelled when the webhook is deleted
+	cancel    context.CancelFunc
+	stopping  chan struct{} // closed at shutdown
+	deleted   atomic.Bool   // set before cancel when the webhook is gone
+	retryReqs chan retryReq
+	results   chan result
+	retry     retryState
+	pending   map[string]*Delivery // not yet succeeded or failed
+	busy      map[string]bool      // attempt in flight
+	ready     []string             // pending and due now, oldest first
+	later     retryHeap            // pending and due later
+}
+
+func newLoop(dp *Dispatcher, t projections.Target) *loop {
+	// A loop's context ends only when its webhook is deleted: a shutdown
+	// lets attempts in flight finish and be recorded.
+	ctx, cancel := context.WithCancel(context.Background())
+	return &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
+		results: make(chan result, 64), retry: retryState{policy: dp.policy},
+		pending: map[string]*Delivery{}, busy: map[string]bool{}}
+}
+
+// schedule queues a pending delivery for its next attempt.
+func (l *loop) schedule(d *Delivery) { l.later.push(d) }
+
+func (l *loop) run() error {
+	defer l.cancel()
+	cursor, err := l.loadState()
+	if err != nil {
+		return err
+	}
+	timer := l.dp.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	lag := l.dp.metrics.lag.WithLabelValues(l.t.ID)
+	defer l.dp.metrics.lag.DeleteLabelValues(l.t.ID)
+	for {
+		select {
+		case <-l.stopping:
+			return l.drain()
+		default:
+		}
+		changed := l.dp.log.Changed()
+		head := l.dp.log.DurableSeq()
+		lag.Set(float64(head - min(head, cursor)))
+		paused := l.retry.paused(len(l.pending))
+		if head > cursor && !paused {
+			// One chunk at a time, then attempts: a backlog never keeps
+			// this webhook from sending.
+			if cursor, err = l.collect(cursor, head); err != nil {
+				return err
+			}
+		}
+		wait := l.dispatch()
+		if cursor < l.dp.log.DurableSeq() && !paused {
+			wait = 0
+		}
+		timer.Reset(wait)
+		select {
+		case <-changed:
+		case <-timer.C():
+		case r := <-l.results:
+			// Take every result that is waiting: one synced write for all.
+			batch := []result{r}
+		more:
+			for len(batch) < cap(l.results) {
+				select {
+				case r := <-l.results:
+					batch = append(batch, r)
+				default:
+					break more
+				}
+			}
+			if err := l.record(batch...); err != nil {
+				return err
+			}
+		case req := <-l.retryReqs:
+			d, err := l.retryFailed(req.id)
+			req.done <- retryResult{d, err}
+		case <-l.stopping:
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+}
+
+// drain records the attempts in flight at shutdown, starting none.
+func (l *loop) drain() error {
+	for len(l.busy) > 0 {
+		select {
+		case req := <-l.retryReqs:
+			req.done <- retryResult{err: errors.New("deliveries are stopping; retry after the restart")}
+		case r := <-l.results:
+			if err := l.record(r); err != nil {
+				return err
+			}
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// loadState reads the cursor (or starts after the registration) and the
+// deliveries still pending, which a restart resumes.
+func (l *loop) loadState() (uint64, error) {
+	cursor, ok, err := l.dp.store.cursor(l.t.ID)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		cursor = l.t.From
+	}
+	err = l.dp.store.eachPending(l.t.ID, func(d *Delivery) {
+		l.pending[d.ID] = d
+		l.schedule(d)
+	})
+	return cursor, err
+}
+
+// maxCollect bounds the records one step of a loop reads.
+const maxCollect = 512
+
+// collect turns the records after cursor into pending deliveries and
+// stores them with the new cursor in one synced write, before any is sent:
+// after a crash, every event is delivered at least once.
+func (l *loop) collect(cursor, head uint64) (uint64, error) {
+	to := min(head, cursor+maxCollect)
+	var fresh []*Delivery
+	now := l.dp.clock.Now()
+	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
+		if rec.Account != l.t.Account {
+			return nil
+		}
+		name, data, ok := l.dp.state.WebhookEvent(rec)
+		if !ok || !l.t.Events[name] {
+			return nil
+		}
+		body, err := json.Marshal(envelope{Event: name, Timestamp: rec.Time.UTC().Truncate(time.Second).Format(time.RFC3339), Data: data})
+		if err != nil {
+			return err
+		}
+		d := &Delivery{ID: l.dp.ids.New("dlv_"), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
+			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
+			EventAt: rec.Time.UnixMilli()}
+		fresh = append(fresh, d)
+		return nil
+	})
+	if err != nil {
+		return cursor, err
+	}
+	if len(fresh) == 0 {
+		// Nothing to send: the cursor moves in memory only. After a crash
+		// these records are read again and still match nothing.
+		return to, nil
+	}
+	if l.ctx.Err() != nil {
+		return cursor, l.ctx.Err() // deleted meanwhile: write nothing more
+	}
+	if err := l.dp.store.putWithCursor(l.t.ID, to, fresh); err != nil {
+		return cursor, err
+	}
+	for _, d := range fresh {
+		l.pending[d.ID] = d
+		l.ready = append(l.ready, d.ID)
+	}
+	return to, nil
+}
+
+// envelope is the seed's body of every delivery, and nothing more.
+type envelope struct {
+	Event     string `json:"event"`
+	Timestamp string `json:"timestamp"`
+	Data      any    `json:"data"`
+}
+
+// dispatch starts due attempts, at most delivery.concurrency of this
+// webhook at once, and returns how long until the next retry is due. The
+// bound is per webhook so that a dead receiver, whose attempts each hold a
+// slot for delivery.timeout, never takes a healthy webhook's slots.
+func (l *loop) dispatch() time.Duration {
+	now := l.dp.clock.Now().UnixMilli()
+	l.ready = l.later.popDue(now, l.ready)
+	for len(l.ready) > 0 && len(l.busy) < l.dp.cfg.Concurrency {
+		id := l.ready[0]
+		l.ready = l.ready[1:]
+		d := l.pending[id]
+		if d == nil || l.busy[id] {
+			continue
+		}
+		l.busy[id] = true
+		go l.attempt(*d)
+	}
+	return l.later.untilNext(now)
+}
+
+// errWebhookGone stops an attempt whose webhook was deleted or disabled
+// before it was sent; it is not counted as an attempt.
+var errWebhookGone = errors.New("webhook deleted or disabled")
+
+// attempt sends one delivery once and reports the outcome to the loop.
+func (l *loop) attempt(d Delivery) {
+	r := result{id: d.ID, err: errWebhookGone}
+	if l.dp.state.WebhookExists(l.t.ID) {
+		r = l.dp.send.send(l.ctx, l.t, d)
+	}
+	select {
+	case l.results <- r:
+	case <-l.ctx.Done():
+	}
+}
+
+// record applies attempts' outcomes and stores them in one synced write.
+func (l *loop) record(results ...result) error {
+	var changed []*Delivery
+	var ended []string
+	for _, r := range results {
+		d := l.apply(r)
+		if d == nil {
+			continue
+		}
+		changed = append(changed, d)
+		if d.Status != StatusPending {
+			ended = append(ended, d.ID)
+		}
+	}
+	if len(changed) == 0 || l.ctx.Err() != nil {
+		return nil
+	}
+	if err := l.dp.store.put(l.t.ID, changed...); err != nil {
+		return err
+	}
+	for _, id := range ended {
+		delete(l.pending, id)
+	}
+	if l.retry.gone {
+		return l.disable()
+	}
+	return nil
+}
+
+// apply updates the delivery an attempt was for, or returns nil when there
+// is nothing to record (the webhook is gone).
+func (l *loop) apply(r result) *Delivery {
+	delete(l.busy, r.id)
+	d := l.pending[r.id]
+	if d == nil || errors.Is(r.err, errWebhookGone) || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
+		return nil // nothing was sent, or the webhook is gone: not an attempt
+	}
+	now := l.dp.clock.Now()
+	v := l.retry.settle(d, r, now)
+	l.dp.metrics.attempts.WithLabelValues(string(v)).Inc()
+	switch v {
+	case verdictSucceeded:
+		if d.EventAt > 0 {
+			l.dp.metrics.latency.Observe(now.Sub(time.UnixMilli(d.EventAt)).Seconds())
+		}
+	case verdictRetrying:
+		l.schedule(d)
+	}
+	return d
+}
+
+// disable ends a webhook whose receiver answered 410 Gone: its other
+// pending deliveries fail (stored first, so a crash cannot leave them
+// pending for ever), then the webhook.disabled event is recorded and the
+// loop stops.
+func (l *loop) disable() error {
+	var failed []*Delivery
+	now := l.dp.clock.Now().Unix()
+	for id, d := range l.pending {
+		if l.busy[id] {
+			continue
+		}
+		d.Status, d.NextAttemptAt, d.UpdatedAt = StatusFailed, 0, now
+		d.LastError = "not sent: the webhook was disabled after 410 Gone"
+		failed = append(failed, d)
+	}
+	if len(failed) > 0 {
+		if err := l.dp.store.put(l.t.ID, failed...); err != nil {
+			return err
+		}
+		for _, d := range failed {
+			delete(l.pending, d.ID)
+		}
+	}
+	if err := l.dp.state.DisableWebhook(context.Background(), l.t.ID, "the receiver answered 410 Gone"); err != nil {
+		return fmt.Errorf("disabling the webhook after 410 Gone: %w", err)
+	}
+	l.cancel()
+	return nil
+}
+
+// retryFailed makes a failed delivery pending again, due now, with a fresh
+// attempt count.
+func (l *loop) retryFailed(id string) (Delivery, error) {
+	d, ok, err := l.dp.store.get(l.t.ID, id)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !ok {
+		return Delivery{}, ErrNoDelivery
+	}
+	if d.Status != StatusFailed {
+		return d, ErrNotFailed
+	}
+	now := l.dp.clock.Now()
+	d.Status, d.Attempts, d.NextAttemptAt, d.UpdatedAt = StatusPending, 0, now.UnixMilli(), now.Unix()
+	if err := l.dp.store.put(l.t.ID, &d); err != nil {
+		return Delivery{}, err
+	}
+	l.pending[d.ID] = &d
+	l.ready = append(l.ready, d.ID)
+	return d, nil
+}

@@ -1,0 +1,161 @@
+package delivery
+
+import (
+	"encoding/binary"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog"
+)
+
+// Delivery statuses.
+const (
+	StatusPending   = "pending"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// Delivery is one event for one webhook, with its attempt log. It is kept
+// durably in the store's delivery keyspace; Body is the exact bytes every
+// attempt sends.
+type Delivery struct {
+	ID             string `msgpack:"id"`
+	WebhookID      string `msgpack:"wh"`
+	EventID        string `msgpack:"ev"`
+	Event          string `msgpack:"e"`
+	Seq            uint64 `msgpack:"s"`
+	Body           []byte `msgpack:"b"`
+	Status         string `msgpack:"st"`
+	Attempts       int    `msgpack:"a"`
+	LastStatusCode int    `msgpack:"c"`
+	LastError      string `msgpack:"er"`
+	NextAttemptAt  int64  `msgpack:"n"` // unix ms; 0 when not pending
+	CreatedAt      int64  `msgpack:"ca"`
+	EventAt        int64  `msgpack:"t"` // the event's commit, unix ms
+	UpdatedAt      int64  `msgpack:"ua"`
+}
+
+// Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
+// 'd' + webhook id + 0x00 + 'r' + delivery id -> Delivery (msgpack).
+func webhookPrefix(wh string) []byte {
+	return append(append([]byte{eventlog.KeyspaceDelivery}, wh...), 0)
+}
+func cursorKey(wh string) []byte { return append(webhookPrefix(wh), 'c') }
+func deliveryPrefix(wh string) []byte {
+	return append(webhookPrefix(wh), 'r')
+}
+func deliveryKey(wh, id string) []byte { return append(deliveryPrefix(wh), id...) }
+
+// deliveryStore keeps each webhook's delivery state in the store's delivery
+// keyspace, outside the log: its cursor (the last seq read) and its
+// deliveries (the attempt log). Every write is one synced batch.
+type deliveryStore struct {
+	db *eventlog.Store
+}
+
+// cursor returns the webhook's stored cursor, if it has one.
+func (s deliveryStore) cursor(wh string) (uint64, bool, error) {
+	v, ok, err := s.db.Get(cursorKey(wh))
+	if err != nil || !ok || len(v) != 8 {
+		return 0, false, err
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+// get returns one delivery of the webhook.
+func (s deliveryStore) get(wh, id string) (Delivery, bool, error) {
+	v, ok, err := s.db.Get(deliveryKey(wh, id))
+	if err != nil || !ok {
+		return Delivery{}, false, err
+	}
+	var d Delivery
+	if err := msgpack.Unmarshal(v, &d); err != nil {
+		return Delivery{}, false, err
+	}
+	return d, true, nil
+}
+
+// eachPending calls fn with every pending delivery of the webhook, oldest
+// first.
+func (s deliveryStore) eachPending(wh string, fn func(d *Delivery)) error {
+	return s.db.Scan(deliveryPrefix(wh), func(_, v []byte) error {
+		var d Delivery
+		if err := msgpack.Unmarshal(v, &d); err != nil {
+			return err
+		}
+		if d.Status == StatusPending {
+			fn(&d)
+		}
+		return nil
+	})
+}
+
+// page returns at most limit deliveries of the webhook before
+// startingAfter (a delivery id; "" for the most recent), most recent
+// first, and whether more remain. Delivery ids sort by creation, so the
+// page is read by a reverse scan that stops after it.
+func (s deliveryStore) page(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
+	var before []byte
+	if startingAfter != "" {
+		before = deliveryKey(wh, startingAfter)
+	}
+	var out []Delivery
+	more := false
+	var decodeErr error
+	err := s.db.ScanReverse(deliveryPrefix(wh), before, func(_, v []byte) bool {
+		if len(out) == limit {
+			more = true
+			return false
+		}
+		var d Delivery
+		if decodeErr = msgpack.Unmarshal(v, &d); decodeErr != nil {
+			return false
+		}
+		out = append(out, d)
+		return true
+	})
+	if err == nil {
+		err = decodeErr
+	}
+	return out, more, err
+}
+
+// put stores ds in one synced write.
+func (s deliveryStore) put(wh string, ds ...*Delivery) error {
+	puts, err := encode(wh, ds)
+	if err != nil {
+		return err
+	}
+	return s.db.WriteSync(puts, nil, nil)
+}
+
+// putWithCursor stores ds and moves the webhook's cursor to cursor in one
+// synced write: a crash leaves either both or neither.
+func (s deliveryStore) putWithCursor(wh string, cursor uint64, ds []*Delivery) error {
+	puts, err := encode(wh, ds)
+	if err != nil {
+		return err
+	}
+	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
+	return s.db.WriteSync(puts, nil, nil)
+}
+
+func encode(wh string, ds []*Delivery) ([]eventlog.Put, error) {
+	puts := make([]eventlog.Put, 0, len(ds)+1)
+	for _, d := range ds {
+		v, err := msgpack.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		puts = append(puts, eventlog.Put{Key: deliveryKey(wh, d.ID), Value: v})
+	}
+	return puts, nil
+}
+
+// forget drops a webhook's cursor and attempt log.
+func (s deliveryStore) forget(wh string) error {
+	p := webhookPrefix(wh)
+	end := append([]byte(nil), p...)
+	end[len(end)-1]++
+	return s.db.WriteSync(nil, p, end)
+}

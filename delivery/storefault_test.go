@@ -1,0 +1,124 @@
+package delivery
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// syncBuffer is a log sink the test reads while loops write to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A store that fails under a delivery loop stops the loop with an ERROR;
+// the next event restarts it, and every event is then delivered. The fault
+// is a read error (EIO-like) on Pebble's table files, injected with
+// errorfs: the one storage fault a test cannot cause for real on demand,
+// and one that leaves the store usable once it passes.
+func TestALoopStoppedByAStoreFaultRestartsAndDeliversEverything(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorld(t, dir)
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries = 10
+	w.sessions(t, agent, 0, 50)
+	w.start(cfg)
+	waitFor(t, "50 deliveries stored, each tried once", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) != 50 {
+			return false
+		}
+		for _, d := range ds {
+			if d.Attempts != 1 || d.Status != StatusPending {
+				return false
+			}
+		}
+		return true
+	})
+	w.close()
+
+	// Reopening flushes what the WAL holds into table files, so the
+	// delivery state is now read from files the fault reaches.
+	var failing atomic.Bool
+	var injected atomic.Int64
+	fsys := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsRead {
+			injected.Add(1)
+			return fmt.Errorf("reading %s: %w", op.Path, errorfs.ErrInjected)
+		}
+		return nil
+	}))
+	w = openWorldOn(t, dir, fsys)
+	healthy.Store(true)
+	var logs syncBuffer
+	clock.Advance(time.Second) // ids of this run sort after the last run's
+	failing.Store(true)
+	w.startLogging(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	waitFor(t, "the loop to stop with an error", func() bool {
+		if rv.count() > 50 {
+			t.Fatal("the loop delivered: the fault never reached it")
+		}
+		return strings.Contains(logs.String(), "delivery loop stopped; it restarts at the next event")
+	})
+	line := logs.String()
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "webhook_id="+wh.ID) || !strings.Contains(line, "injected error") {
+		t.Errorf("the log says %q; want an ERROR naming the webhook and the fault", line)
+	}
+	if injected.Load() == 0 {
+		t.Fatal("no read failed: the loop stopped for another reason")
+	}
+	if w.hasLoop(wh.ID) {
+		t.Error("the stopped loop is still registered: no later event would restart it")
+	}
+	if n := rv.count(); n != 50 {
+		t.Errorf("the receiver got %d requests while the store failed, want the first run's 50", n)
+	}
+
+	// The fault passes; the next event restarts the loop, which resumes
+	// the 50 pending deliveries and takes the new event.
+	failing.Store(false)
+	w.startSession(agent, "after@example.com")
+	waitAdvancing(t, clock, time.Second, "51 deliveries succeeded", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) != 51 {
+			return false
+		}
+		for _, d := range ds {
+			if d.Status != StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	seen := map[string]bool{}
+	for _, r := range rv.all()[50:] {
+		seen[r.header.Get("X-Service-Event-Id")] = true
+	}
+	if len(seen) != 51 {
+		t.Errorf("%d distinct events answered after the fault, want 51", len(seen))
+	}
+}
