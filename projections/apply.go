@@ -1,12 +1,63 @@
 package projections
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 
 	"demosvc/eventlog"
 )
+
+// apply advances the state by one record. payload is the record's payload
+// decoded at its latest version (a pointer). An error means the log holds
+// an event the state cannot take: replay stops there.
+func (s *State) apply(rec *eventlog.Record, payload any) error {
+	if rec.Seq != s.seq+1 {
+		return fmt.Errorf("seq %d applied after %d", rec.Seq, s.seq)
+	}
+	var err error
+	switch p := payload.(type) {
+	case *AccountCreated:
+		err = s.applyAccountCreated(rec, p)
+	case *APIKeyCreated:
+		err = s.applyKeyCreated(rec, p)
+	case *APIKeyRevoked:
+		err = s.applyKeyRevoked(rec, p)
+	case *AgentCreated:
+		err = s.applyAgentCreated(rec, p)
+	case *AgentUpdated:
+		err = s.applyAgentUpdated(rec, p)
+	case *ContactCreated:
+		err = s.applyContactCreated(rec, p)
+	case *SessionStarted:
+		err = s.applySessionStarted(rec, p)
+	case *SessionProgressed:
+		err = s.applySessionProgressed(rec, p)
+	case *LeadHot:
+		err = s.applyLeadHot(rec, p)
+	case *SessionCompleted:
+		err = s.applySessionCompleted(rec, p)
+	case *SessionAbandoned:
+		err = s.applySessionAbandoned(rec, p)
+	case *MeetingBooked:
+		err = s.applyMeetingBooked(rec, p)
+	case *WebhookRegistered:
+		err = s.applyWebhookRegistered(rec, p)
+	case *WebhookDeleted:
+		err = s.applyWebhookDeleted(rec, p)
+	case *WebhookDisabled:
+		err = s.applyWebhookDisabled(rec, p)
+	default:
+		err = errorf("no projection for %T", payload)
+	}
+	if err != nil {
+		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)
+	}
+	s.seq = rec.Seq
+	return nil
+}
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
@@ -18,6 +69,52 @@ func (s *State) tenantOf(rec *eventlog.Record) (*tenant, error) {
 		return nil, errorf("unknown account %q", rec.Account)
 	}
 	return t, nil
+}
+
+func (s *State) applyAccountCreated(rec *eventlog.Record, p *AccountCreated) error {
+	if p.AccountID != rec.Account {
+		return fmt.Errorf("account_id %q differs from the record's account %q", p.AccountID, rec.Account)
+	}
+	if s.accounts[p.AccountID] != nil {
+		return fmt.Errorf("account %s exists", p.AccountID)
+	}
+	a := &Account{ID: p.AccountID, Name: p.Name, Plan: p.Plan, RateLimitPerMinute: p.RateLimitPerMinute, CreatedAt: Timestamp(rec.Time)}
+	s.accounts[a.ID] = a
+	s.accountOrder = append(s.accountOrder, a)
+	s.tenants[a.ID] = newTenant(a)
+	return nil
+}
+
+func (s *State) applyKeyCreated(rec *eventlog.Record, p *APIKeyCreated) error {
+	if s.accounts[rec.Account] == nil {
+		return fmt.Errorf("key %s for unknown account %q", p.KeyID, rec.Account)
+	}
+	if s.keys[p.KeyID] != nil {
+		return fmt.Errorf("key %s exists", p.KeyID)
+	}
+	var h [sha256.Size]byte
+	if b, err := hex.DecodeString(p.KeyHash); err != nil || len(b) != len(h) {
+		return fmt.Errorf("key %s: key_hash is not a hex SHA-256", p.KeyID)
+	} else {
+		copy(h[:], b)
+	}
+	k := &APIKey{ID: p.KeyID, AccountID: rec.Account, Hash: h, Last4: p.Last4, CreatedAt: Timestamp(rec.Time)}
+	s.keys[k.ID] = k
+	s.keysByHash[h] = k
+	s.keyOrder = append(s.keyOrder, k)
+	return nil
+}
+
+func (s *State) applyKeyRevoked(rec *eventlog.Record, p *APIKeyRevoked) error {
+	k := s.keys[p.KeyID]
+	if k == nil || k.AccountID != rec.Account {
+		return fmt.Errorf("revoking unknown key %s", p.KeyID)
+	}
+	if k.RevokedAt == nil {
+		t := Timestamp(rec.Time)
+		k.RevokedAt = &t
+	}
+	return nil
 }
 
 func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
@@ -230,5 +327,41 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 		return errorf("session %s has a meeting", p.SessionID)
 	}
 	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
+	return nil
+}
+
+func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistered) error {
+	t, err := s.tenantOf(rec)
+	if err != nil {
+		return err
+	}
+	if s.webhooks[p.WebhookID] != nil {
+		return errorf("webhook %s exists", p.WebhookID)
+	}
+	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
+		secret: p.Secret, createdAt: unix(rec.Time)}
+	s.webhooks[w.id] = w
+	t.webhooks = append(t.webhooks, w)
+	return nil
+}
+
+func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
+	w := s.webhooks[p.WebhookID]
+	if w == nil || w.tenant.account.ID != rec.Account {
+		return errorf("deleting unknown webhook %s", p.WebhookID)
+	}
+	delete(s.webhooks, w.id)
+	t := w.tenant
+	i := indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq })
+	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
+	return nil
+}
+
+func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
+	w := s.webhooks[p.WebhookID]
+	if w == nil || w.tenant.account.ID != rec.Account {
+		return errorf("disabling unknown webhook %s", p.WebhookID)
+	}
+	w.disabled = true
 	return nil
 }

@@ -3,12 +3,33 @@ package projections
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
+
+	"demosvc/eventlog"
 )
 
 // Validate methods check an event payload's values with the rules the
 // commands apply, so that an imported log holds only what the service
 // itself could have written.
+
+// Checker returns a function that applies each record it is given to s,
+// after checking its payload's values: what `log import` uses to refuse a
+// record the service could not have written.
+func (s *State) Checker(reg *eventlog.Registry) func(rec *eventlog.Record) error {
+	return func(rec *eventlog.Record) error {
+		payload, err := reg.Decode(rec)
+		if err != nil {
+			return err
+		}
+		if v, ok := payload.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
+		return s.apply(rec, payload)
+	}
+}
 
 func checkIDField(param, prefix, v string) error {
 	if _, ok := ParseID(prefix, v); !ok {
@@ -100,6 +121,28 @@ func (p *MeetingBooked) Validate() error {
 		err = ParamErrorf(EInvalid, "scheduled_at", "must be UTC, whole seconds, as %s", at)
 	}
 	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), err, checkURL("calendar_link", p.CalendarLink))
+}
+
+// Validate checks a webhook.registered payload.
+func (p *WebhookRegistered) Validate() error {
+	if err := checkIDField("webhook_id", PrefixWebhook, p.WebhookID); err != nil {
+		return err
+	}
+	if len(p.Secret) == 0 {
+		return ParamErrorf(EInvalid, "secret", "must be sealed")
+	}
+	in := WebhookInput{URL: p.URL, Events: p.Events}
+	return in.Validate(true)
+}
+
+// Validate checks a webhook.deleted payload.
+func (p *WebhookDeleted) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
+}
+
+// Validate checks a webhook.disabled payload.
+func (p *WebhookDisabled) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 
 func firstError(errs ...error) error {

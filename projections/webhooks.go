@@ -200,20 +200,6 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason stri
 	return err
 }
 
-func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("disabling unknown webhook %s", p.WebhookID)
-	}
-	w.disabled = true
-	return nil
-}
-
-// Validate checks a webhook.disabled payload.
-func (p *WebhookDisabled) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
-}
-
 // Webhook returns one webhook of account, without its secret.
 func (p *Projections) Webhook(account, webhookID string) (WebhookView, error) {
 	var v WebhookView
@@ -256,48 +242,4 @@ func (p *Projections) Webhooks(account string, q ListQuery) (Page[WebhookView], 
 		}
 	})
 	return page, err
-}
-
-func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistered) error {
-	t, err := s.tenantOf(rec)
-	if err != nil {
-		return err
-	}
-	if s.webhooks[p.WebhookID] != nil {
-		return errorf("webhook %s exists", p.WebhookID)
-	}
-	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
-		secret: p.Secret, createdAt: unix(rec.Time)}
-	s.webhooks[w.id] = w
-	t.webhooks = append(t.webhooks, w)
-	return nil
-}
-
-func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("deleting unknown webhook %s", p.WebhookID)
-	}
-	delete(s.webhooks, w.id)
-	t := w.tenant
-	i := indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq })
-	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
-	return nil
-}
-
-// Validate checks a webhook.registered payload.
-func (p *WebhookRegistered) Validate() error {
-	if err := checkIDField("webhook_id", PrefixWebhook, p.WebhookID); err != nil {
-		return err
-	}
-	if len(p.Secret) == 0 {
-		return ParamErrorf(EInvalid, "secret", "must be sealed")
-	}
-	in := WebhookInput{URL: p.URL, Events: p.Events}
-	return in.Validate(true)
-}
-
-// Validate checks a webhook.deleted payload.
-func (p *WebhookDeleted) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
