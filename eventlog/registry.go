@@ -41,11 +41,23 @@ func NewRegistry() *Registry {
 // ErrUnknownType reports an event type or version the registry does not know.
 var ErrUnknownType = errors.New("unknown event type")
 
+// Validator is what every payload type implements, so that no type can be
+// registered without it: Validate checks a payload's values by the rules
+// the service writes them with, which is how an imported log is held to
+// what the service itself could have written.
+type Validator interface {
+	Validate() error
+}
+
 // Register declares that payloads of type T are event name at version. A Go
-// type belongs to one (name, version) only. Versions of a name must be
-// registered in order from 1, each after the first with an upcaster (see
-// RegisterUpcast). Register panics on misuse: registration is static.
-func Register[T any](r *Registry, name string, version int) {
+// type belongs to one (name, version) only, and *T must be a Validator.
+// Versions of a name must be registered in order from 1, each after the
+// first with an upcaster (see RegisterUpcast). Register panics on misuse:
+// registration is static.
+func Register[T any, PT interface {
+	*T
+	Validator
+}](r *Registry, name string, version int) {
 	t := reflect.TypeFor[T]()
 	if _, dup := r.byGo[t]; dup {
 		panic(fmt.Sprintf("eventlog: %v registered twice", t))
@@ -142,7 +154,8 @@ func (r *Registry) DecodeStored(rec *Record) (any, error) {
 }
 
 // Decode decodes a record's payload and upcasts it to the latest version of
-// its type. It returns a pointer to the latest version's Go type.
+// its type. It returns a pointer to the latest version's Go type, which is a
+// Validator.
 func (r *Registry) Decode(rec *Record) (any, error) {
 	v, err := r.DecodeStored(rec)
 	if err != nil {

@@ -22,10 +22,10 @@ func (s *State) Checker(reg *eventlog.Registry) func(rec *eventlog.Record) error
 		if err != nil {
 			return err
 		}
-		if v, ok := payload.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				return fmt.Errorf("%s: %w", rec.Type, err)
-			}
+		// Every registered payload type is a Validator: the registry
+		// refuses one that is not.
+		if err := payload.(eventlog.Validator).Validate(); err != nil {
+			return fmt.Errorf("%s: %w", rec.Type, err)
 		}
 		return s.apply(rec, payload)
 	}
@@ -46,16 +46,26 @@ func (p *AccountCreated) Validate() error {
 	return CheckAccountInput(p.Name, p.Plan, p.RateLimitPerMinute)
 }
 
+func checkKeyID(v string) error {
+	if !strings.HasPrefix(v, "key_") {
+		return ParamErrorf(EInvalid, "key_id", "must start with key_")
+	}
+	return nil
+}
+
 // Validate checks an api_key.created payload.
 func (p *APIKeyCreated) Validate() error {
-	if !strings.HasPrefix(p.KeyID, "key_") {
-		return ParamErrorf(EInvalid, "key_id", "must start with key_")
+	if err := checkKeyID(p.KeyID); err != nil {
+		return err
 	}
 	if b, err := hex.DecodeString(p.KeyHash); err != nil || len(b) != 32 || p.KeyHash != strings.ToLower(p.KeyHash) {
 		return ParamErrorf(EInvalid, "key_hash", "must be the lowercase hex SHA-256 of the key")
 	}
 	return nil
 }
+
+// Validate checks an api_key.revoked payload.
+func (p *APIKeyRevoked) Validate() error { return checkKeyID(p.KeyID) }
 
 // Validate checks an agent.created payload.
 func (p *AgentCreated) Validate() error {
