@@ -122,12 +122,9 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 	if err != nil {
 		return err
 	}
-	id, err := parseLogged(PrefixAgent, p.AgentID)
+	id, err := agentKind.fresh(s, p.AgentID)
 	if err != nil {
 		return err
-	}
-	if s.agents[id] != nil {
-		return errorf("agent %s exists", p.AgentID)
 	}
 	now := unix(rec.Time)
 	a := &agent{id: id, tenant: t, seq: rec.Seq, name: p.Name, sandboxURL: p.SandboxURL, persona: p.Persona,
@@ -137,24 +134,8 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 	return nil
 }
 
-// agentOf finds an agent of the record's account.
-func (s *State) agentOf(rec *eventlog.Record, sid string) (*agent, error) {
-	id, err := parseLogged(PrefixAgent, sid)
-	if err != nil {
-		return nil, err
-	}
-	a := s.agents[id]
-	if a == nil {
-		return nil, errorf("unknown agent %s", sid)
-	}
-	if a.tenant.account.ID != rec.Account {
-		return nil, fmt.Errorf("agent %s %w", sid, errWrongAccount)
-	}
-	return a, nil
-}
-
 func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
-	a, err := s.agentOf(rec, p.AgentID)
+	a, err := agentKind.of(s, rec, p.AgentID)
 	if err != nil {
 		return err
 	}
@@ -179,12 +160,9 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	if err != nil {
 		return err
 	}
-	id, err := parseLogged(PrefixContact, p.ContactID)
+	id, err := contactKind.fresh(s, p.ContactID)
 	if err != nil {
 		return err
-	}
-	if s.contacts[id] != nil {
-		return errorf("contact %s exists", p.ContactID)
 	}
 	key := strings.ToLower(p.Contact.Email)
 	if t.emails[key] != nil {
@@ -199,24 +177,17 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 }
 
 func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) error {
-	a, err := s.agentOf(rec, p.AgentID)
+	a, err := agentKind.of(s, rec, p.AgentID)
 	if err != nil {
 		return err
 	}
-	cid, err := parseLogged(PrefixContact, p.ContactID)
+	c, err := contactKind.of(s, rec, p.ContactID)
 	if err != nil {
 		return err
 	}
-	c := s.contacts[cid]
-	if c == nil || c.tenant != a.tenant {
-		return errorf("unknown contact %s", p.ContactID)
-	}
-	id, err := parseLogged(PrefixSession, p.SessionID)
+	id, err := sessionKind.fresh(s, p.SessionID)
 	if err != nil {
 		return err
-	}
-	if s.sessions[id] != nil {
-		return errorf("session %s exists", p.SessionID)
 	}
 	ses := &session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress}
 	s.sessions[id] = ses
@@ -226,22 +197,6 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	c.sessions = append(c.sessions, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(ses)
 	return nil
-}
-
-// sessionOf finds a session of the record's account.
-func (s *State) sessionOf(rec *eventlog.Record, sid string) (*session, error) {
-	id, err := parseLogged(PrefixSession, sid)
-	if err != nil {
-		return nil, err
-	}
-	ses := s.sessions[id]
-	if ses == nil {
-		return nil, errorf("unknown session %s", sid)
-	}
-	if ses.agent.tenant.account.ID != rec.Account {
-		return nil, fmt.Errorf("session %s %w", sid, errWrongAccount)
-	}
-	return ses, nil
 }
 
 // setFigures applies reported figures; nil ones stay as they are.
@@ -258,7 +213,7 @@ func (ses *session) setFigures(score *int, sig *Signals, duration *int) {
 }
 
 func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgressed) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -270,7 +225,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 }
 
 func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -289,7 +244,7 @@ func (ses *session) end(to sessionStatus, at int64) {
 }
 
 func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -303,7 +258,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 }
 
 func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -319,7 +274,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 }
 
 func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -335,8 +290,8 @@ func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistere
 	if err != nil {
 		return err
 	}
-	if s.webhooks[p.WebhookID] != nil {
-		return errorf("webhook %s exists", p.WebhookID)
+	if _, err := webhookKind.fresh(s, p.WebhookID); err != nil {
+		return err
 	}
 	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
 		secret: p.Secret, createdAt: unix(rec.Time)}
@@ -346,21 +301,21 @@ func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistere
 }
 
 func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("deleting unknown webhook %s", p.WebhookID)
+	w, err := webhookKind.of(s, rec, p.WebhookID)
+	if err != nil {
+		return err
 	}
 	delete(s.webhooks, w.id)
 	t := w.tenant
-	i := indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq })
+	i := indexBySeq(t.webhooks, w.seq)
 	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
 	return nil
 }
 
 func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("disabling unknown webhook %s", p.WebhookID)
+	w, err := webhookKind.of(s, rec, p.WebhookID)
+	if err != nil {
+		return err
 	}
 	w.disabled = true
 	return nil

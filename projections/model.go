@@ -47,16 +47,6 @@ func FormatID(prefix string, id ID) string {
 	return string(buf[:n+ulid.EncodedSize])
 }
 
-// mustID parses an id the log recorded; the writer only records ids it
-// minted, so a failure means a damaged or hand-edited log.
-func parseLogged(prefix, s string) (ID, error) {
-	id, ok := ParseID(prefix, s)
-	if !ok {
-		return ID{}, errorf("%q is not a %s id", s, prefix)
-	}
-	return id, nil
-}
-
 // Agent statuses.
 const (
 	AgentActive   = "active"

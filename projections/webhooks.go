@@ -169,7 +169,7 @@ func (p *Projections) DeleteWebhook(ctx context.Context, pr Principal, webhookID
 	_, err := p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			if w := s.webhooks[webhookID]; w == nil || w.tenant.account.ID != pr.Account.ID {
+			if _, ok := webhookKind.in(s, pr.Account.ID, webhookID); !ok {
 				return nil, nil, notFound("webhook", webhookID)
 			}
 			return []any{&WebhookDeleted{WebhookID: webhookID}}, nil, nil
@@ -202,44 +202,10 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason stri
 
 // Webhook returns one webhook of account, without its secret.
 func (p *Projections) Webhook(account, webhookID string) (WebhookView, error) {
-	var v WebhookView
-	var found bool
-	p.View(func(s *State) {
-		if w := s.webhooks[webhookID]; w != nil && w.tenant.account.ID == account {
-			v, found = w.view(), true
-		}
-	})
-	if !found {
-		return WebhookView{}, notFound("webhook", webhookID)
-	}
-	return v, nil
+	return one(p, webhookKind, account, webhookID, (*webhook).view)
 }
 
 // Webhooks lists the webhooks of account, most recent first.
 func (p *Projections) Webhooks(account string, q ListQuery) (Page[WebhookView], error) {
-	page := Page[WebhookView]{Data: []WebhookView{}}
-	var err error
-	p.View(func(s *State) {
-		t := s.tenants[account]
-		if t == nil {
-			return
-		}
-		start := len(t.webhooks) - 1
-		if q.StartingAfter != "" {
-			w := s.webhooks[q.StartingAfter]
-			if w == nil || w.tenant != t {
-				err = ParamErrorf(EInvalid, "starting_after", "no webhook %q in this account", q.StartingAfter)
-				return
-			}
-			start = indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq }) - 1
-		}
-		for i := start; i >= 0; i-- {
-			if len(page.Data) == q.Limit {
-				page.More = true
-				break
-			}
-			page.Data = append(page.Data, t.webhooks[i].view())
-		}
-	})
-	return page, err
+	return page(p, webhookKind, account, q, nil, (*webhook).view)
 }
