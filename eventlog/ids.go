@@ -4,7 +4,6 @@ import (
 	crand "crypto/rand"
 	"io"
 	mrand "math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +65,29 @@ func (s *IDs) New(prefix string) string {
 		// sources here never fail.
 		panic("eventlog: minting id: " + err.Error())
 	}
-	return prefix + strings.ToLower(id.String())
+	return FormatID(prefix, id)
+}
+
+// AppendID appends prefix and id's 26 characters in lowercase, the form of
+// every id demosvc shows, without allocating beyond dst's growth.
+func AppendID(dst []byte, prefix string, id ulid.ULID) []byte {
+	dst = append(dst, prefix...)
+	n := len(dst)
+	dst = append(dst, make([]byte, ulid.EncodedSize)...)
+	_ = id.MarshalTextTo(dst[n:])
+	for i := n; i < len(dst); i++ {
+		if c := dst[i]; c >= 'A' && c <= 'Z' {
+			dst[i] = c + 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+// FormatID returns prefix and id's 26 characters in lowercase, in one
+// allocation for a prefix of up to 8 bytes.
+func FormatID(prefix string, id ulid.ULID) string {
+	var buf [8 + ulid.EncodedSize]byte
+	return string(AppendID(buf[:0], prefix, id))
 }
 
 // Random returns n random bytes: cryptographically random unless the source

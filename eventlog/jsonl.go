@@ -245,5 +245,5 @@ func derivedEventID(seq uint64, t time.Time) string {
 	var id ulid.ULID
 	_ = id.SetTime(ulid.Timestamp(t))
 	_ = id.SetEntropy(sum[:10])
-	return "evt_" + strings.ToLower(id.String())
+	return FormatID("evt_", id)
 }

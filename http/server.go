@@ -39,7 +39,7 @@ type Server struct {
 	stopping atomic.Bool
 	state    atomic.Pointer[projections.Projections]
 	handler  http.Handler
-	reqIDs   *RequestIDs
+	reqIDs   *requestIDs
 	accounts *Limiters // per account
 	badAuth  *Limiters // per client address, for requests with a bad key
 }
@@ -59,7 +59,7 @@ func NewServer(d Deps) *Server {
 	}
 	s := &Server{
 		deps:     d,
-		reqIDs:   NewRequestIDs(),
+		reqIDs:   newRequestIDs(),
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}

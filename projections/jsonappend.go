@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/oklog/ulid/v2"
+	"demosvc/eventlog"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -65,20 +65,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendID appends prefix and the id's 26 lowercase characters.
-func appendID(b []byte, prefix string, id ID) []byte {
-	b = append(b, prefix...)
-	n := len(b)
-	b = append(b, make([]byte, ulid.EncodedSize)...)
-	_ = id.MarshalTextTo(b[n:])
-	for i := n; i < len(b); i++ {
-		if c := b[i]; c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return b
-}
-
 func appendAPITime(b []byte, sec int64) []byte {
 	b = append(b, '"')
 	b = time.Unix(sec, 0).UTC().AppendFormat(b, timeFormat)
@@ -89,11 +75,11 @@ func appendAPITime(b []byte, sec int64) []byte {
 // straight from the state: a page of sessions allocates nothing per item.
 func (s *session) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":"`...)
-	b = appendID(b, PrefixSession, s.id)
+	b = eventlog.AppendID(b, PrefixSession, s.id)
 	b = append(b, `","agent_id":"`...)
-	b = appendID(b, PrefixAgent, s.agent.id)
+	b = eventlog.AppendID(b, PrefixAgent, s.agent.id)
 	b = append(b, `","contact_id":"`...)
-	b = appendID(b, PrefixContact, s.contact.id)
+	b = eventlog.AppendID(b, PrefixContact, s.contact.id)
 	b = append(b, `","status":"`...)
 	b = append(b, s.status.String()...)
 	b = append(b, `","intent_score":`...)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/btree"
 	"github.com/oklog/ulid/v2"
+
+	"demosvc/eventlog"
 )
 
 // ID is the 16 bytes of an entity id after its prefix: ids are kept in
@@ -31,21 +33,8 @@ func ParseID(prefix, s string) (ID, bool) {
 }
 
 // FormatID renders an id as the API shows it: prefix and 26 lowercase
-// characters, in one allocation (views format several per read).
-func FormatID(prefix string, id ID) string {
-	var buf [8 + ulid.EncodedSize]byte
-	if len(prefix) > 8 {
-		return prefix + strings.ToLower(id.String())
-	}
-	n := copy(buf[:], prefix)
-	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize])
-	for i := n; i < n+ulid.EncodedSize; i++ {
-		if c := buf[i]; c >= 'A' && c <= 'Z' {
-			buf[i] = c + 'a' - 'A'
-		}
-	}
-	return string(buf[:n+ulid.EncodedSize])
-}
+// characters.
+func FormatID(prefix string, id ID) string { return eventlog.FormatID(prefix, id) }
 
 // Agent statuses.
 const (
