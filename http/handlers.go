@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/julienschmidt/httprouter"
@@ -258,7 +259,7 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...st
 			q.Limit = n
 		case name == "starting_after":
 			q.StartingAfter = vs[0]
-		case contains(allowed, name):
+		case slices.Contains(allowed, name):
 			if len(vs) > 1 {
 				s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "%s may be given once", name))
 				return q, false
@@ -269,15 +270,6 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...st
 		}
 	}
 	return q, true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // writePage writes {"data":[…]} and, when more items remain, a Link header

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"demosvc/eventlog"
 )
@@ -164,7 +163,7 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	if err != nil {
 		return err
 	}
-	key := strings.ToLower(p.Contact.Email)
+	key := emailKey(p.Contact.Email)
 	if t.emails[key] != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}

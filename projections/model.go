@@ -83,6 +83,10 @@ type tenant struct {
 	webhooks []*webhook // registration order; deleted ones removed
 }
 
+// emailKey is how a tenant indexes its contacts' e-mails: compared
+// case-insensitively, so a known contact is reused whatever its case.
+func emailKey(email string) string { return strings.ToLower(email) }
+
 func newTenant(a *Account) *tenant {
 	t := &tenant{account: a, emails: map[string]*contact{}}
 	for i := range t.byStatus {

@@ -118,7 +118,7 @@ func dump(s *State) string {
 		}
 		for _, c := range t.contacts {
 			enc.Encode(c.view())
-			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails[lower(c.email)] == c)
+			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails[emailKey(c.email)] == c)
 		}
 		for _, ses := range t.sessions {
 			enc.Encode(ses.view())

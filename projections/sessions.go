@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"strings"
 
 	"demosvc/eventlog"
 )
@@ -100,7 +99,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
 				}
 				contactID = *in.ContactID
-			} else if c := a.tenant.emails[strings.ToLower(in.Contact.Email)]; c != nil {
+			} else if c := a.tenant.emails[emailKey(in.Contact.Email)]; c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
 				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"crypto/sha256"
-	"strings"
 	"time"
 )
 
@@ -55,8 +54,6 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 }
 
 func timeOf(t Timestamp) time.Time { return time.Time(t) }
-
-func lower(s string) string { return strings.ToLower(s) }
 
 // String renders t as the API does.
 func (t Timestamp) String() string { return time.Time(t).UTC().Format(timeFormat) }

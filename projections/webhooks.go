@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 
 	"demosvc/eventlog"
 )
@@ -75,7 +76,7 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 	}
 	seen := map[string]bool{}
 	for i, e := range in.Events {
-		if !contains(webhookEvents, e) {
+		if !slices.Contains(webhookEvents, e) {
 			return ParamErrorf(EInvalid, "events", "events[%d] %q is not an event; known: %v", i, e, webhookEvents)
 		}
 		if seen[e] {
@@ -84,15 +85,6 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 		seen[e] = true
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // nonPublic are ranges the standard library's predicates miss: CGNAT
