@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,7 +95,11 @@ func newBenchStack(b *testing.B, synthetic int) *benchStack {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bs.sessions = []string{v.(projections.SessionView).ID}
+		var ses struct{ ID string }
+		if err := json.Unmarshal(v.(json.RawMessage), &ses); err != nil {
+			b.Fatal(err)
+		}
+		bs.sessions = []string{ses.ID}
 	}
 	srv := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	srv.SetReady(true)

@@ -107,7 +107,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
 		},
-		Result: func(s *State) any { return s.sessions[id].view() },
+		Result: func(s *State) any { return s.sessions[id].answer() },
 	})
 }
 
@@ -128,7 +128,7 @@ func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionI
 			events, err := decide(s, ses)
 			return events, nil, err
 		},
-		Result: func(s *State) any { return s.sessions[id].view() },
+		Result: func(s *State) any { return s.sessions[id].answer() },
 	})
 }
 
@@ -231,27 +231,15 @@ func (p *Projections) BookMeeting(ctx context.Context, pr Principal, sessionID s
 	})
 }
 
-// Session returns one session of account.
-func (p *Projections) Session(account, sessionID string) (SessionView, error) {
-	return one(p, sessionKind, account, sessionID, (*session).view)
-}
-
 // SessionFilter narrows a session list.
 type SessionFilter struct {
 	AgentID, ContactID, Status string
 }
 
-// Sessions lists the sessions of account, most recent first (by the order
-// they started), through the smallest index that fits the filter.
-func (p *Projections) Sessions(account string, f SessionFilter, q ListQuery) (Page[SessionView], error) {
-	page := Page[SessionView]{Data: []SessionView{}}
-	err := p.eachSession(account, f, q, func(ses *session) { page.Data = append(page.Data, ses.view()) }, &page.More)
-	return page, err
-}
-
-// SessionsJSON is Sessions rendered as {"data":[…]} straight from the
-// state, with the id of the last session on the page (for the next page's
-// cursor) and whether more remain.
+// SessionsJSON lists the sessions of account, most recent first (by the
+// order they started), through the smallest index that fits the filter. It
+// returns {"data":[…]} written straight from the state, the id of the last
+// session on the page (for the next page's cursor) and whether more remain.
 func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
 	body = make([]byte, 0, 64+420*q.Limit)
 	body = append(body, `{"data":[`...)
@@ -269,7 +257,8 @@ func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery)
 	return append(body, "]}"...), lastID, more, err
 }
 
-// SessionJSON is Session rendered as JSON straight from the state.
+// SessionJSON returns one session of account as JSON, written straight from
+// the state.
 func (p *Projections) SessionJSON(account, sessionID string) ([]byte, error) {
 	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(make([]byte, 0, 420)) })
 }
