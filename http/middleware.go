@@ -70,7 +70,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.logger().Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !ex.wrote {
-				s.writeError(ex, r, projections.Errorf(projections.EInternal, "internal error"))
+				s.writeError(ex, r, errorf(projections.EInternal, "internal error"))
 			}
 		}
 		elapsed := time.Since(start)
@@ -110,7 +110,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.st() == nil {
 			w.Header().Set("Retry-After", "1")
-			s.writeError(w, r, projections.Errorf(projections.EUnavailable, "starting: the state is being rebuilt from the log; retry shortly"))
+			s.writeError(w, r, errorf(EUnavailable, "starting: the state is being rebuilt from the log; retry shortly"))
 			return
 		}
 		p, err := s.authenticate(r)
@@ -118,7 +118,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
-				s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+				s.writeError(w, r, errorf(ERateLimited,
 					"too many requests with a bad API key from this address; retry in %s", retryWords(d)))
 				return
 			}
@@ -132,7 +132,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		setRateLimitHeaders(w, d)
 		if !d.Allowed {
 			setRetryAfter(w, d)
-			s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+			s.writeError(w, r, errorf(ERateLimited,
 				"rate limit of %d requests per minute exceeded; retry in %s", d.Limit, retryWords(d)))
 			return
 		}
@@ -144,21 +144,21 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+		return projections.Principal{}, errorf(EUnauthorized,
 			"missing Authorization header; send Authorization: Bearer <API key>")
 	}
 	scheme, key, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+		return projections.Principal{}, errorf(EUnauthorized,
 			"the Authorization header must use the Bearer scheme: Authorization: Bearer <API key>")
 	}
 	key = strings.TrimSpace(key)
 	if key == "" {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "the Bearer token is empty")
+		return projections.Principal{}, errorf(EUnauthorized, "the Bearer token is empty")
 	}
 	p, found := s.st().Authenticate(key)
 	if !found {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "invalid API key")
+		return projections.Principal{}, errorf(EUnauthorized, "invalid API key")
 	}
 	return p, nil
 }

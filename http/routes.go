@@ -59,7 +59,7 @@ func (s *Server) routes() http.Handler {
 // first, so that an unauthenticated client learns nothing about routes.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	h := func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, projections.Errorf(projections.ENotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(w, r, errorf(projections.ENotFound, "no route %s %s", r.Method, r.URL.Path))
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
 		h = s.authenticated(h)
@@ -79,7 +79,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	h := func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, projections.Errorf(projections.EMethodNotAllowed,
+		s.writeError(w, r, errorf(EMethodNotAllowed,
 			"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/") {

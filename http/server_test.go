@@ -142,9 +142,9 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 				}
 				return
 			}
-			var e *projections.Error
-			if !asError(err, &e) {
-				t.Fatalf("err = %v, want a *projections.Error", err)
+			e, ok := shown(err)
+			if !ok {
+				t.Fatalf("err = %v, want an answer", err)
 			}
 			if e.Code != tc.code || e.Param != tc.param || !strings.Contains(e.Message, tc.messageContains) {
 				t.Errorf("got code %q param %q message %q; want code %q param %q message containing %q",
@@ -152,14 +152,6 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 			}
 		})
 	}
-}
-
-func asError(err error, target **projections.Error) bool {
-	e, ok := err.(*projections.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 func TestHugeHeadersAndBadKeysNeverGiveA5xx(t *testing.T) {

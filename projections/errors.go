@@ -5,25 +5,21 @@ import (
 	"fmt"
 )
 
-// Error codes. http/ owns the one table from code to status.
+// Error codes of the domain: the rules a command or a read breaks. http/
+// owns the one table from code to status, and the codes of transport
+// conditions (a missing key, a rate limit, a body it cannot take).
 const (
 	EInvalid             = "invalid_request"
-	EUnauthorized        = "unauthorized"
 	ENotFound            = "not_found"
-	EMethodNotAllowed    = "method_not_allowed"
 	EInvalidState        = "invalid_state"
 	EAgentInactive       = "agent_inactive"
 	ELimitExceeded       = "limit_exceeded"
-	EPayloadTooLarge     = "payload_too_large"
-	EUnsupportedMedia    = "unsupported_media_type"
-	ERateLimited         = "rate_limited"
 	EIdempotencyConflict = "idempotency_conflict"
 	EInternal            = "internal_error"
-	EUnavailable         = "unavailable"
 )
 
-// Error is an application error: a machine-readable code, a message for
-// people, and the request field it concerns, if any.
+// Error is a domain error: a machine-readable code, a message for people,
+// and the request field it concerns, if any.
 type Error struct {
 	Code    string
 	Message string
