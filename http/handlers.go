@@ -1,10 +1,7 @@
 package http
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -169,17 +166,15 @@ func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
 }
 
 // respond writes a command's or a read's outcome: a recorded (or first)
-// idempotent response as it is, an error as the error object, a value as
-// JSON with status.
+// idempotent answer as it was recorded, an error as the error object, a
+// value as JSON with status.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if rep, ok := v.(projections.Replay); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.Status)
-		w.Write(rep.Body)
+		s.replay(w, r, rep)
 		return
 	}
 	writeJSON(w, status, v)
@@ -199,44 +194,6 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) ([]by
 	}
 	return body, true
 }
-
-// idempotency reads the Idempotency-Key of a POST. Without one it returns
-// nil; on a bad key it has answered.
-func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte, status int) (*projections.Idempotency, bool) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		return nil, true
-	}
-	if len(key) > projections.MaxIdempotencyKey {
-		s.writeError(w, r, paramErrorf(projections.EInvalid, "Idempotency-Key",
-			"Idempotency-Key must be at most %d characters", projections.MaxIdempotencyKey))
-		return nil, false
-	}
-	sum := sha256.New()
-	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
-	sum.Write(body)
-	return &projections.Idempotency{
-		Key:         key,
-		Fingerprint: hex.EncodeToString(sum.Sum(nil)),
-		Now:         s.deps.Clock(),
-		Encode: func(v any, err error) (int, []byte) {
-			rec := &bodyRecorder{header: http.Header{}}
-			s.respond(rec, r, status, v, err)
-			return rec.status, rec.body.Bytes()
-		},
-	}, true
-}
-
-// bodyRecorder captures a response to record it for idempotent replays.
-type bodyRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bodyRecorder) Header() http.Header         { return b.header }
-func (b *bodyRecorder) WriteHeader(status int)      { b.status = status }
-func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
 
 // Default and largest page sizes.
 const (

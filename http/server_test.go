@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ type testServer struct {
 	*Server
 	logs  *bytes.Buffer
 	state *projections.Projections
-	key   string
+	key   string // the bootstrap key; empty when the data dir had one already
+	close func()
 }
 
 func newTestServer(t *testing.T, mutate func(*config.Config)) *testServer {
@@ -31,7 +33,14 @@ func newTestServer(t *testing.T, mutate func(*config.Config)) *testServer {
 
 func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	t.Helper()
-	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	return openTestServer(t, t.TempDir(), mutate)
+}
+
+// openTestServer opens the stack on the data dir dir; close (also run at
+// the test's end) stops it.
+func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *testServer {
+	t.Helper()
+	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +52,9 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { state.Close(); log.Close(); store.Close() })
+	var once sync.Once
+	closeAll := func() { once.Do(func() { state.Close(); log.Close(); store.Close() }) }
+	t.Cleanup(closeAll)
 	cfg := config.Default()
 	if mutate != nil {
 		mutate(cfg)
@@ -55,7 +66,7 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	var logs bytes.Buffer
 	s := NewServer(Deps{Log: log, State: state, Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s.SetReady(true)
-	return &testServer{Server: s, logs: &logs, state: state, key: key.Key}
+	return &testServer{Server: s, logs: &logs, state: state, key: key.Key, close: closeAll}
 }
 
 func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {

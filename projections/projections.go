@@ -26,7 +26,7 @@ type Projections struct {
 	snapMu      sync.Mutex // one snapshot at a time
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
-	idem        map[string]*idemRecord // recorded responses by idemKey; writer-owned
+	idem        map[string]*idemRecord // recorded answers by idemKey; writer-owned
 
 	mu    sync.RWMutex
 	state *State

@@ -192,7 +192,7 @@ func failAll(outs []outcome, err error) []outcome {
 }
 
 // rebuild replaces the state by a replay of the durable log, and the
-// recorded responses by what the store holds.
+// recorded answers by what the store holds.
 func (p *Projections) rebuild() {
 	s, err := ReplayLog(p.log, nil)
 	if err != nil {
