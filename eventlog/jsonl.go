@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"demosvc/eventlog/strictjson"
 )
 
 // JSONRecord is a record as JSON: one line of `demosvc log` and of `demosvc
@@ -193,13 +195,8 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 		Data      json.RawMessage `json:"data"`
 		Hash      string          `json:"hash"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
+	if err := strictjson.DecodeObject(text, &j); err != nil {
 		return nil, "", fmt.Errorf("malformed record: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, "", errors.New("malformed record: data after the JSON object")
 	}
 	switch {
 	case j.Seq != nil && *j.Seq != seq:

@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog/strictjson"
 )
 
 // Registry knows every payload type of the log: its event type name, its
@@ -190,13 +192,8 @@ func (r *Registry) PayloadFromJSON(name string, version int, data json.RawMessag
 		return nil, err
 	}
 	v := reflect.New(t)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v.Interface()); err != nil {
+	if err := strictjson.DecodeObject(data, v.Interface()); err != nil {
 		return nil, fmt.Errorf("data of %s v%d: %w", name, version, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("data of %s v%d: trailing data", name, version)
 	}
 	return marshalPayload(v.Interface())
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
 
@@ -42,9 +43,10 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 // decodeStrict decodes one JSON object into v, refusing unknown fields,
 // wrong types and trailing data.
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.DecodeObject(body, v); err != nil {
+		if errors.Is(err, strictjson.ErrTrailingData) {
+			return errorf(projections.EInvalid, "the request body has data after the JSON object")
+		}
 		err = jsonError(err)
 		var pe *ErrorObject
 		if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "unknown field") {
@@ -53,9 +55,6 @@ func decodeStrict(body []byte, v any) error {
 			}
 		}
 		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errorf(projections.EInvalid, "the request body has data after the JSON object")
 	}
 	if path := nullPath(body); path != "" {
 		return paramErrorf(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
