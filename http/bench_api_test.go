@@ -22,6 +22,7 @@ import (
 	"demosvc/config"
 	"demosvc/eventlog"
 	"demosvc/projections"
+	"demosvc/projections/projtest"
 )
 
 // benchSessions is 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every
@@ -59,7 +60,7 @@ func newBenchStack(b *testing.B, synthetic int) *benchStack {
 	}
 	if synthetic > 0 {
 		start := time.Now()
-		bs.accountID, bs.sessions, err = projections.Synthetic(log, projections.SyntheticShape{Sessions: synthetic, Agents: 100, Contacts: max(1, synthetic/10)})
+		bs.accountID, bs.sessions, err = projtest.Synthetic(log, projtest.SyntheticShape{Sessions: synthetic, Agents: 100, Contacts: max(1, synthetic/10)})
 		if err != nil {
 			b.Fatal(err)
 		}

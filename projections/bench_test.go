@@ -1,4 +1,4 @@
-package projections
+package projections_test
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
+	"demosvc/projections/projtest"
 )
 
 // benchSessions is the number of sessions the large benchmarks load:
@@ -20,9 +22,9 @@ func benchSessions() int {
 	return 1_000_000
 }
 
-func syntheticShape() SyntheticShape {
+func syntheticShape() projtest.SyntheticShape {
 	n := benchSessions()
-	return SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
+	return projtest.SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
 }
 
 // openSynthetic writes a synthetic log into a new store and returns it
@@ -34,12 +36,12 @@ func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	if _, _, err := Synthetic(log, syntheticShape()); err != nil {
+	if _, _, err := projtest.Synthetic(log, syntheticShape()); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), benchSessions(), time.Since(start))
@@ -65,12 +67,12 @@ func BenchmarkMemoryPerSession(b *testing.B) {
 	var perSession float64
 	for i := 0; i < b.N; i++ {
 		before := heapInUse()
-		state, err := ReplayLog(log, nil)
+		state, err := projections.ReplayLog(log, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		after := heapInUse()
-		perSession = float64(after-before) / float64(len(state.sessions))
+		perSession = float64(after-before) / float64(projections.SessionCount(state))
 		runtime.KeepAlive(state)
 	}
 	b.ReportMetric(perSession, "heap-B/session")
@@ -87,9 +89,9 @@ func BenchmarkStartup(b *testing.B) {
 	var withSnap, without time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		store.WriteSync(nil, snapMetaKey, append(snapMetaKey, 0xff))
+		store.WriteSync(nil, projections.SnapMetaKey, append(projections.SnapMetaKey, 0xff))
 		start := time.Now()
-		p, err := Open(log, DefaultOptions)
+		p, err := projections.Open(log, projections.DefaultOptions)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,7 +104,7 @@ func BenchmarkStartup(b *testing.B) {
 		}
 		p.Close()
 		start = time.Now()
-		p, err = Open(log, DefaultOptions)
+		p, err = projections.Open(log, projections.DefaultOptions)
 		if err != nil {
 			b.Fatal(err)
 		}

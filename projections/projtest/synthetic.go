@@ -1,9 +1,13 @@
-package projections
+// Package projtest is test support for the packages that test or benchmark
+// against the projections: a synthetic log to load. Only tests import it;
+// the binary does not contain it.
+package projtest
 
 import (
 	"fmt"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
 )
 
 // SyntheticShape is the shape of a synthetic log for benchmarks and load
@@ -40,33 +44,33 @@ func Synthetic(log *eventlog.Log, shape SyntheticShape) (account string, session
 		pending = pending[:0]
 		return tx.Commit()
 	}
-	add(&AccountCreated{AccountID: account, Name: "Synthetic", Plan: PlanEnterprise})
+	add(&projections.AccountCreated{AccountID: account, Name: "Synthetic", Plan: projections.PlanEnterprise})
 	agents := make([]string, shape.Agents)
 	for i := range agents {
-		agents[i] = ids.New(PrefixAgent)
-		add(&AgentCreated{AgentID: agents[i], Name: fmt.Sprintf("Agent %d", i), SandboxURL: "https://sandbox.example.com/a", Status: AgentActive})
+		agents[i] = ids.New(projections.PrefixAgent)
+		add(&projections.AgentCreated{AgentID: agents[i], Name: fmt.Sprintf("Agent %d", i), SandboxURL: "https://sandbox.example.com/a", Status: projections.AgentActive})
 	}
 	contacts := make([]string, shape.Contacts)
 	sessions = make([]string, shape.Sessions)
 	for i := range sessions {
-		sid := ids.New(PrefixSession)
+		sid := ids.New(projections.PrefixSession)
 		sessions[i] = sid
 		agent := agents[i%len(agents)]
 		c := i % len(contacts)
 		if contacts[c] == "" {
-			contacts[c] = ids.New(PrefixContact)
-			add(&ContactCreated{ContactID: contacts[c], SessionID: sid, AgentID: agent,
-				Contact: Contact{Name: fmt.Sprintf("Prospect %d", c), Email: fmt.Sprintf("p%d@example.com", c), Company: "Example"}})
+			contacts[c] = ids.New(projections.PrefixContact)
+			add(&projections.ContactCreated{ContactID: contacts[c], SessionID: sid, AgentID: agent,
+				Contact: projections.Contact{Name: fmt.Sprintf("Prospect %d", c), Email: fmt.Sprintf("p%d@example.com", c), Company: "Example"}})
 		}
-		add(&SessionStarted{SessionID: sid, AgentID: agent, ContactID: contacts[c]})
+		add(&projections.SessionStarted{SessionID: sid, AgentID: agent, ContactID: contacts[c]})
 		score, dur := i%101, i%3600
-		add(&SessionProgressed{SessionID: sid, IntentScore: &score, DurationSeconds: &dur})
+		add(&projections.SessionProgressed{SessionID: sid, IntentScore: &score, DurationSeconds: &dur})
 		switch i % 10 {
 		case 0, 1, 2, 3, 4:
-			add(&SessionCompleted{SessionID: sid, IntentScore: score, Signals: Signals{Interest: score, BuyingSignals: score / 2},
+			add(&projections.SessionCompleted{SessionID: sid, IntentScore: score, Signals: projections.Signals{Interest: score, BuyingSignals: score / 2},
 				DurationSeconds: dur, ReplayURL: "https://replay.example.com/" + sid})
 		case 5, 6, 7:
-			add(&SessionAbandoned{SessionID: sid, IntentScore: &score, DurationSeconds: &dur})
+			add(&projections.SessionAbandoned{SessionID: sid, IntentScore: &score, DurationSeconds: &dur})
 		}
 		if len(pending) >= 20000 {
 			if err := flush(); err != nil {
