@@ -1,9 +1,7 @@
 package projections_test
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,21 +9,6 @@ import (
 	"demosvc/projections"
 	"demosvc/projections/projtest"
 )
-
-// benchSessions is the number of sessions the large benchmarks load:
-// 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every benchmark once with a
-// small figure).
-func benchSessions() int {
-	if n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS")); err == nil && n > 0 {
-		return n
-	}
-	return 1_000_000
-}
-
-func syntheticShape() projtest.SyntheticShape {
-	n := benchSessions()
-	return projtest.SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
-}
 
 // openSynthetic writes a synthetic log into a new store and returns it
 // open, without projections.
@@ -41,10 +24,10 @@ func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	if _, _, err := projtest.Synthetic(log, syntheticShape()); err != nil {
+	if _, _, err := projtest.Synthetic(log, projtest.BenchShape(projtest.BenchSessions())); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), benchSessions(), time.Since(start))
+	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), projtest.BenchSessions(), time.Since(start))
 	return dir, store, log
 }
 
@@ -57,7 +40,7 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkMemoryPerSession reports the heap the projections take per
-// session with benchSessions() sessions loaded (contacts, agents and every
+// session with projtest.BenchSessions() sessions loaded (contacts, agents and every
 // index included). Target: at most 400 B/session at 1,000,000.
 func BenchmarkMemoryPerSession(b *testing.B) {
 	_, store, log := openSynthetic(b)
@@ -79,7 +62,7 @@ func BenchmarkMemoryPerSession(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkStartup reports how long Open takes with benchSessions()
+// BenchmarkStartup reports how long Open takes with projtest.BenchSessions()
 // sessions (about three events each): from a snapshot, and replaying the
 // whole log. Target: at most 2 s with a snapshot at 1,000,000.
 func BenchmarkStartup(b *testing.B) {

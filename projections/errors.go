@@ -1,9 +1,6 @@
 package projections
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Error codes of the domain: the rules a command or a read breaks. http/
 // owns the one table from code to status, and the codes of transport
@@ -41,14 +38,4 @@ func Errorf(code, format string, args ...any) *Error {
 // ParamErrorf returns an *Error about request field param.
 func ParamErrorf(code, param, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Param: param}
-}
-
-// ErrorCode returns the code of err if it is an *Error, and EInternal
-// otherwise.
-func ErrorCode(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return EInternal
 }

@@ -331,7 +331,7 @@ func TestRacingTransitionsEndEachSessionOnce(t *testing.T) {
 						meetings.Add(1)
 					}
 				}
-				if err != nil && ErrorCode(err) != EInvalidState {
+				if err != nil && !isCode(err, EInvalidState) {
 					t.Errorf("%s: %v", id, err)
 				}
 			}
@@ -501,4 +501,10 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 			t.Errorf("state differs:\n%s", firstDiff(got, want))
 		}
 	})
+}
+
+// isCode reports whether err is an *Error with code.
+func isCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
 }

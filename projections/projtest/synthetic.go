@@ -5,10 +5,28 @@ package projtest
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 
 	"demosvc/eventlog"
 	"demosvc/projections"
 )
+
+// BenchSessions is the number of sessions the large benchmarks load:
+// 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every benchmark once with a
+// small figure).
+func BenchSessions() int {
+	if n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+// BenchShape is the benchmarks' synthetic log of n sessions: 100 agents
+// and a contact for every ten sessions.
+func BenchShape(n int) SyntheticShape {
+	return SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
+}
 
 // SyntheticShape is the shape of a synthetic log for benchmarks and load
 // tests: one account with Agents agents and Contacts contacts, and Sessions
