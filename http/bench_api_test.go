@@ -92,7 +92,6 @@ func newBenchStack(b *testing.B, synthetic int) *benchStack {
 		bs.sessions = []string{ses.ID}
 	}
 	srv := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	srv.SetReady(true)
 	hs := httptest.NewServer(srv)
 	b.Cleanup(hs.Close)
 	bs.url = hs.URL

@@ -27,7 +27,7 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().CreateAgent(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.CreateAgent(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -36,7 +36,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
+	page, err := s.deps.State.Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -45,7 +45,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Agent(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Agent(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -70,7 +70,7 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
-	v, err := s.st().UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
+	v, err := s.deps.State.UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -84,7 +84,7 @@ func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().StartSession(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.StartSession(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -101,7 +101,7 @@ func (s *Server) sessionAction(act func(p *projections.Projections, ctx context.
 		if !ok {
 			return
 		}
-		v, err := act(s.st(), r.Context(), principal(r), param(r, "id"), f, idem)
+		v, err := act(s.deps.State, r.Context(), principal(r), param(r, "id"), f, idem)
 		s.respond(w, r, http.StatusOK, v, err)
 	}
 }
@@ -116,7 +116,7 @@ func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
+	v, err := s.deps.State.BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -127,7 +127,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	qs := r.URL.Query()
 	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
-	body, lastID, more, err := s.st().SessionsJSON(principal(r).Account.ID, f, q)
+	body, lastID, more, err := s.deps.State.SessionsJSON(principal(r).Account.ID, f, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -139,7 +139,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	body, err := s.st().SessionJSON(principal(r).Account.ID, param(r, "id"))
+	body, err := s.deps.State.SessionJSON(principal(r).Account.ID, param(r, "id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -152,7 +152,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Contacts(principal(r).Account.ID, q)
+	page, err := s.deps.State.Contacts(principal(r).Account.ID, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -161,7 +161,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Contact(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Contact(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -289,7 +289,7 @@ func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().RegisterWebhook(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.RegisterWebhook(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -298,7 +298,7 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Webhooks(principal(r).Account.ID, q)
+	page, err := s.deps.State.Webhooks(principal(r).Account.ID, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -307,12 +307,12 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Webhook(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Webhook(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
 func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
-	if err := s.st().DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
+	if err := s.deps.State.DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -325,7 +325,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wh := param(r, "id")
-	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -347,7 +347,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
 	wh, id := param(r, "id"), param(r, "delivery_id")
-	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -32,19 +32,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
-// writeError answers with the error object for err. An error decided by
+// writeError answers with the error object for err (see answerError).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	answerError(s.deps.Logger, w, r, err)
+}
+
+// answerError answers with the error object for err. An error decided by
 // this layer or by the domain is shown as it is; storage failure and
 // shutdown are 503 unavailable; anything else is logged with its detail and
 // shown as "internal error".
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func answerError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := shown(err)
 	switch {
 	case ok:
 	case errors.Is(err, eventlog.ErrUnavailable), errors.Is(err, eventlog.ErrClosed):
-		s.deps.Logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
+		logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
 		e = ErrorObject{Code: EUnavailable, Message: "the service cannot accept writes right now; retry later"}
 	default:
-		s.deps.Logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
+		logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
 			"method", r.Method, "path", r.URL.Path)
 		e = ErrorObject{Code: projections.EInternal, Message: "internal error"}
 	}
@@ -53,6 +58,3 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	writeJSON(w, statusOf(e.Code), ErrorBody{Error: e})
 }
-
-// logger returns the server's logger.
-func (s *Server) logger() *slog.Logger { return s.deps.Logger }
