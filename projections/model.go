@@ -151,8 +151,8 @@ func unix(t time.Time) int64 { return t.Unix() }
 func stamp(sec int64) Timestamp { return Timestamp(time.Unix(sec, 0)) }
 
 // apiTime renders unix seconds as the API shows times. Views carry plain
-// strings: encoding/json re-validates every custom marshaller's output,
-// which the hottest reads would pay for each timestamp.
+// strings rather than Timestamps: encoding/json re-validates every custom
+// marshaller's output, which a list would pay for each timestamp.
 func apiTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeFormat) }
 
 // AgentView is an agent as the API shows it.
