@@ -24,18 +24,18 @@ import (
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, errorf(EUnsupportedMedia, "the request body must be sent with Content-Type: application/json")
+		return nil, apiError(EUnsupportedMedia, "", "the request body must be sent with Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.deps.Config.HTTP.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, errorf(EPayloadTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
+			return nil, apiError(EPayloadTooLarge, "", "the request body is larger than %d bytes", tooBig.Limit)
 		}
-		return nil, errorf(projections.EInvalid, "reading the request body: %v", err)
+		return nil, apiError(projections.EInvalid, "", "reading the request body: %v", err)
 	}
 	if !utf8.Valid(body) {
-		return nil, errorf(projections.EInvalid, "the request body is not valid UTF-8")
+		return nil, apiError(projections.EInvalid, "", "the request body is not valid UTF-8")
 	}
 	return body, decodeStrict(body, v)
 }
@@ -45,7 +45,7 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 func decodeStrict(body []byte, v any) error {
 	if err := strictjson.DecodeObject(body, v); err != nil {
 		if errors.Is(err, strictjson.ErrTrailingData) {
-			return errorf(projections.EInvalid, "the request body has data after the JSON object")
+			return apiError(projections.EInvalid, "", "the request body has data after the JSON object")
 		}
 		err = jsonError(err)
 		var pe *ErrorObject
@@ -57,7 +57,7 @@ func decodeStrict(body []byte, v any) error {
 		return err
 	}
 	if path := nullPath(body); path != "" {
-		return paramErrorf(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
+		return apiError(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
 	}
 	return nil
 }
@@ -108,23 +108,23 @@ func jsonError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return errorf(projections.EInvalid, "the request body is empty; send a JSON object")
+		return apiError(projections.EInvalid, "", "the request body is empty; send a JSON object")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return errorf(projections.EInvalid, "the request body is not valid JSON: %v", err)
+		return apiError(projections.EInvalid, "", "the request body is not valid JSON: %v", err)
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return errorf(projections.EInvalid, "the request body must be a JSON object, not %s", typ.Value)
+			return apiError(projections.EInvalid, "", "the request body must be a JSON object, not %s", typ.Value)
 		}
-		return paramErrorf(projections.EInvalid, typ.Field, "%s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.String()), typ.Value)
+		return apiError(projections.EInvalid, typ.Field, "%s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return paramErrorf(projections.EInvalid, field, "unknown field %q", field)
+		return apiError(projections.EInvalid, field, "unknown field %q", field)
 	default:
 		var pe *projections.Error
 		if errors.As(err, &pe) {
 			return pe
 		}
-		return errorf(projections.EInvalid, "the request body is not valid: %v", err)
+		return apiError(projections.EInvalid, "", "the request body is not valid: %v", err)
 	}
 }
 

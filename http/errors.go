@@ -54,20 +54,11 @@ type ErrorObject struct {
 	Param   string `json:"param,omitempty"`
 }
 
-func (e *ErrorObject) Error() string {
-	if e.Param != "" {
-		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Param)
-	}
-	return e.Code + ": " + e.Message
-}
+func (e *ErrorObject) Error() string { return e.Code + ": " + e.Message }
 
-// errorf returns an *ErrorObject with code and a formatted message.
-func errorf(code, format string, args ...any) *ErrorObject {
-	return &ErrorObject{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// paramErrorf returns an *ErrorObject about request field param.
-func paramErrorf(code, param, format string, args ...any) *ErrorObject {
+// apiError returns an *ErrorObject with code, a formatted message, and the
+// request field at fault in param ("" for none).
+func apiError(code, param, format string, args ...any) *ErrorObject {
 	return &ErrorObject{Code: code, Message: fmt.Sprintf(format, args...), Param: param}
 }
 

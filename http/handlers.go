@@ -65,7 +65,7 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	for name, f := range map[string]optString{"name": in.Name, "sandbox_url": in.SandboxURL, "persona": in.Persona, "status": in.Status} {
 		if f.null {
-			s.writeError(w, r, paramErrorf(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
+			s.writeError(w, r, apiError(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
 			return
 		}
 	}
@@ -210,7 +210,7 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...st
 		case name == "limit":
 			n, err := strconv.Atoi(vs[0])
 			if err != nil || n < 1 || n > maxLimit || len(vs) > 1 {
-				s.writeError(w, r, paramErrorf(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
+				s.writeError(w, r, apiError(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
 				return q, false
 			}
 			q.Limit = n
@@ -218,11 +218,11 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...st
 			q.StartingAfter = vs[0]
 		case slices.Contains(allowed, name):
 			if len(vs) > 1 {
-				s.writeError(w, r, paramErrorf(projections.EInvalid, name, "%s may be given once", name))
+				s.writeError(w, r, apiError(projections.EInvalid, name, "%s may be given once", name))
 				return q, false
 			}
 		default:
-			s.writeError(w, r, paramErrorf(projections.EInvalid, name, "unknown query parameter %q", name))
+			s.writeError(w, r, apiError(projections.EInvalid, name, "unknown query parameter %q", name))
 			return q, false
 		}
 	}
@@ -330,7 +330,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.deps.Deliveries == nil {
-		s.writeError(w, r, errorf(EUnavailable, "deliveries are not running"))
+		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
 		return
 	}
 	ds, more, err := s.deps.Deliveries.Deliveries(wh, q.Limit, q.StartingAfter)
@@ -352,15 +352,15 @@ func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.deps.Deliveries == nil {
-		s.writeError(w, r, errorf(EUnavailable, "deliveries are not running"))
+		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
 		return
 	}
 	d, err := s.deps.Deliveries.Retry(r.Context(), wh, id)
 	switch {
 	case errors.Is(err, delivery.ErrNoDelivery):
-		s.writeError(w, r, errorf(projections.ENotFound, "no delivery %q of webhook %s", id, wh))
+		s.writeError(w, r, apiError(projections.ENotFound, "", "no delivery %q of webhook %s", id, wh))
 	case errors.Is(err, delivery.ErrNotFailed):
-		s.writeError(w, r, errorf(projections.EInvalidState, "delivery %s is %s; only a failed delivery can be retried", id, d.Status))
+		s.writeError(w, r, apiError(projections.EInvalidState, "", "delivery %s is %s; only a failed delivery can be retried", id, d.Status))
 	case err != nil:
 		s.writeError(w, r, err)
 	default:

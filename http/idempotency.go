@@ -25,7 +25,7 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte
 		return nil, true
 	}
 	if len(key) > projections.MaxIdempotencyKey {
-		s.writeError(w, r, paramErrorf(projections.EInvalid, "Idempotency-Key",
+		s.writeError(w, r, apiError(projections.EInvalid, "Idempotency-Key",
 			"Idempotency-Key must be at most %d characters", projections.MaxIdempotencyKey))
 		return nil, false
 	}

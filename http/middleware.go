@@ -82,7 +82,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.logger.Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !ex.wrote {
-				answerError(f.logger, ex, r, errorf(projections.EInternal, "internal error"))
+				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))
 			}
 		}
 		elapsed := time.Since(start)
@@ -125,7 +125,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
-				s.writeError(w, r, errorf(ERateLimited,
+				s.writeError(w, r, apiError(ERateLimited, "",
 					"too many requests with a bad API key from this address; retry in %s", retryWords(d)))
 				return
 			}
@@ -139,7 +139,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		setRateLimitHeaders(w, d)
 		if !d.Allowed {
 			setRetryAfter(w, d)
-			s.writeError(w, r, errorf(ERateLimited,
+			s.writeError(w, r, apiError(ERateLimited, "",
 				"rate limit of %d requests per minute exceeded; retry in %s", d.Limit, retryWords(d)))
 			return
 		}
@@ -151,21 +151,21 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return projections.Principal{}, errorf(EUnauthorized,
+		return projections.Principal{}, apiError(EUnauthorized, "",
 			"missing Authorization header; send Authorization: Bearer <API key>")
 	}
 	scheme, key, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return projections.Principal{}, errorf(EUnauthorized,
+		return projections.Principal{}, apiError(EUnauthorized, "",
 			"the Authorization header must use the Bearer scheme: Authorization: Bearer <API key>")
 	}
 	key = strings.TrimSpace(key)
 	if key == "" {
-		return projections.Principal{}, errorf(EUnauthorized, "the Bearer token is empty")
+		return projections.Principal{}, apiError(EUnauthorized, "", "the Bearer token is empty")
 	}
 	p, found := s.deps.State.Authenticate(key)
 	if !found {
-		return projections.Principal{}, errorf(EUnauthorized, "invalid API key")
+		return projections.Principal{}, apiError(EUnauthorized, "", "invalid API key")
 	}
 	return p, nil
 }

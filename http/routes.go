@@ -24,7 +24,7 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 	underAPI := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" }
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		h := func(w http.ResponseWriter, r *http.Request) {
-			answerError(logger, w, r, errorf(projections.ENotFound, "no route %s %s", r.Method, r.URL.Path))
+			answerError(logger, w, r, apiError(projections.ENotFound, "", "no route %s %s", r.Method, r.URL.Path))
 		}
 		if underAPI(req) {
 			h = api(h)
@@ -42,7 +42,7 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		h := func(w http.ResponseWriter, r *http.Request) {
-			answerError(logger, w, r, errorf(EMethodNotAllowed,
+			answerError(logger, w, r, apiError(EMethodNotAllowed, "",
 				"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
 		}
 		if underAPI(req) {

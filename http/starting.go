@@ -19,7 +19,7 @@ func NewStarting(logger *slog.Logger, metrics *Metrics, stopping <-chan struct{}
 	refuse := func(http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
-			answerError(logger, w, r, errorf(EUnavailable, "starting: the state is being rebuilt from the log; retry shortly"))
+			answerError(logger, w, r, apiError(EUnavailable, "", "starting: the state is being rebuilt from the log; retry shortly"))
 		}
 	}
 	return newFront(logger, metrics, newRouter(logger, metrics, readiness(stopping, false), refuse))
