@@ -21,7 +21,8 @@ import (
 	"demosvc/projections"
 )
 
-// cli carries the process's context and standard streams to every command.
+// cli carries the process's context, environment and standard streams to
+// every command.
 type cli struct {
 	ctx            context.Context
 	getenv         func(string) string
@@ -29,7 +30,7 @@ type cli struct {
 	stdout, stderr io.Writer
 }
 
-// commonFlags are the flags every command takes.
+// commonFlags are the flags every command takes, and serve's --listen.
 type commonFlags struct {
 	name       string // the command, for messages: "log verify"
 	configFile string
@@ -47,8 +48,8 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 	return fs, cf
 }
 
-// parse parses args, returning false (after printing why) on a usage error.
-// No positional arguments are accepted beyond want.
+// parse parses args, returning false (after printing why) on a usage error,
+// which includes a number of positional arguments other than want.
 func (c *cli) parse(fs *flag.FlagSet, args []string, want int) bool {
 	if err := fs.Parse(args); err != nil {
 		return false
@@ -80,8 +81,8 @@ func (c *cli) fail(cf *commonFlags, format string, args ...any) int {
 	return exitFail
 }
 
-// newIDs returns the id source and clock: real ones, or the deterministic
-// ones that testing.seed and testing.clock ask for.
+// newIDs returns the id source, which carries the clock: real ones, or the
+// deterministic ones that testing.seed and testing.clock ask for.
 func newIDs(cfg *config.Config) *eventlog.IDs {
 	clock := eventlog.Clock(time.Now)
 	if cfg.Testing.Clock != "" {
@@ -228,7 +229,8 @@ func (s *streamOut) flush() {
 	}
 }
 
-// readLines reads a whole file, or standard input for "-", line by line.
+// openInput opens the file name, or standard input for "-", and returns
+// the function that closes it.
 func (c *cli) openInput(name string) (io.Reader, func(), error) {
 	if name == "-" {
 		return bufio.NewReader(c.stdin), func() {}, nil

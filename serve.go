@@ -79,8 +79,10 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	reseedAfterOpen(cfg, ids, log)
 
 	// Listen before rebuilding the state, so that /healthz answers and
-	// /readyz says 503 while the log replays.
-	api := demohttp.NewServer(demohttp.Deps{Log: log, Config: cfg, Logger: logger, Metrics: metrics, Clock: ids.Now})
+	// /readyz says 503 while the log replays; the API server, built with
+	// every dependency once they exist, then takes the address over.
+	stopping := make(chan struct{})
+	addr := demohttp.NewSwitch(demohttp.NewStarting(logger, metrics, stopping))
 	apiLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -92,7 +94,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer os.Remove(infoPath)
 	apiSrv := &http.Server{
-		Handler:           api,
+		Handler:           addr,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
@@ -129,7 +131,6 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	var stopOnce sync.Once
 	stopDeliveries := func() { stopOnce.Do(func() { cancelDeliveries(); <-deliveriesDone }) }
 	defer stopDeliveries()
-	api.SetDeliveries(deliveries)
 	metrics.Registry.MustRegister(deliveries.Collectors()...)
 
 	adminLn, err := demohttp.ListenAdmin(cfg.DataDir)
@@ -141,7 +142,8 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	admin := &demohttp.Admin{Log: log, State: state}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
-	api.SetState(state)
+	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
+		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping}))
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 
@@ -152,7 +154,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	case serveErr = <-errc:
 		logger.Error("server stopped", "err", serveErr)
 	}
-	api.SetStopping()
+	close(stopping)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := apiSrv.Shutdown(ctx); err != nil {

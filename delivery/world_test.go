@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -269,14 +270,24 @@ func (w *world) newAgent() string {
 	return v.(projections.AgentView).ID
 }
 
-func (w *world) startSession(agent, email string) projections.SessionView {
+// startedSession is what the tests read of a session's JSON.
+type startedSession struct {
+	ID        string `json:"id"`
+	ContactID string `json:"contact_id"`
+}
+
+func (w *world) startSession(agent, email string) startedSession {
 	w.t.Helper()
 	v, err := w.state.StartSession(w.t.Context(), w.pr, projections.SessionInput{AgentID: agent,
 		Contact: &projections.Contact{Name: "Pat Lee", Email: email, Company: "Globex"}}, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return v.(projections.SessionView)
+	var s startedSession
+	if err := json.Unmarshal(v.(json.RawMessage), &s); err != nil {
+		w.t.Fatal(err)
+	}
+	return s
 }
 
 func ptr[T any](v T) *T { return &v }

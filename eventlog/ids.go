@@ -4,9 +4,7 @@ import (
 	crand "crypto/rand"
 	"io"
 	mrand "math/rand/v2"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -67,7 +65,29 @@ func (s *IDs) New(prefix string) string {
 		// sources here never fail.
 		panic("eventlog: minting id: " + err.Error())
 	}
-	return prefix + strings.ToLower(id.String())
+	return FormatID(prefix, id)
+}
+
+// AppendID appends prefix and id's 26 characters in lowercase, the form of
+// every id demosvc shows, without allocating beyond dst's growth.
+func AppendID(dst []byte, prefix string, id ulid.ULID) []byte {
+	dst = append(dst, prefix...)
+	n := len(dst)
+	dst = append(dst, make([]byte, ulid.EncodedSize)...)
+	_ = id.MarshalTextTo(dst[n:])
+	for i := n; i < len(dst); i++ {
+		if c := dst[i]; c >= 'A' && c <= 'Z' {
+			dst[i] = c + 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+// FormatID returns prefix and id's 26 characters in lowercase, in one
+// allocation for a prefix of up to 8 bytes.
+func FormatID(prefix string, id ulid.ULID) string {
+	var buf [8 + ulid.EncodedSize]byte
+	return string(AppendID(buf[:0], prefix, id))
 }
 
 // Random returns n random bytes: cryptographically random unless the source
@@ -82,39 +102,6 @@ func (s *IDs) Random(n int) []byte {
 
 // Reader returns the source's random byte stream.
 func (s *IDs) Reader() io.Reader { return s.random }
-
-// RequestIDs mints request ids cheaply: a ULID of the current time whose
-// entropy is a per-process random prefix and a counter. They are unique
-// and sortable but not secret, which is all a request id needs.
-type RequestIDs struct {
-	prefix [6]byte
-	n      atomic.Uint32
-}
-
-// NewRequestIDs returns a request id source with a random prefix.
-func NewRequestIDs() *RequestIDs {
-	r := &RequestIDs{}
-	crand.Read(r.prefix[:])
-	return r
-}
-
-// New returns "req_" + 26 lowercase ULID characters.
-func (r *RequestIDs) New() string {
-	var id ulid.ULID
-	_ = id.SetTime(ulid.Timestamp(time.Now()))
-	copy(id[6:12], r.prefix[:])
-	n := r.n.Add(1)
-	id[12], id[13], id[14], id[15] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-	var buf [4 + ulid.EncodedSize]byte
-	copy(buf[:], "req_")
-	_ = id.MarshalTextTo(buf[4:])
-	for i := 4; i < len(buf); i++ {
-		if c := buf[i]; c >= 'A' && c <= 'Z' {
-			buf[i] = c + 'a' - 'A'
-		}
-	}
-	return string(buf[:])
-}
 
 // Now returns the source's clock reading, in UTC.
 func (s *IDs) Now() time.Time { return s.clock().UTC() }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/oklog/ulid/v2"
+
+	"demosvc/eventlog/strictjson"
 )
 
 // JSONRecord is a record as JSON: one line of `demosvc log` and of `demosvc
@@ -297,13 +299,8 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 		Data      json.RawMessage `json:"data"`
 		Hash      string          `json:"hash"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
+	if err := strictjson.DecodeObject(text, &j); err != nil {
 		return nil, "", fmt.Errorf("malformed record: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, "", errors.New("malformed record: data after the JSON object")
 	}
 	switch {
 	case j.Seq != nil && *j.Seq != seq:
@@ -349,5 +346,5 @@ func derivedEventID(seq uint64, t time.Time) string {
 	var id ulid.ULID
 	_ = id.SetTime(ulid.Timestamp(t))
 	_ = id.SetEntropy(sum[:10])
-	return "evt_" + strings.ToLower(id.String())
+	return FormatID("evt_", id)
 }

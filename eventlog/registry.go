@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog/strictjson"
 )
 
 // Registry knows every payload type of the log: its event type name, its
@@ -41,11 +43,23 @@ func NewRegistry() *Registry {
 // ErrUnknownType reports an event type or version the registry does not know.
 var ErrUnknownType = errors.New("unknown event type")
 
+// Validator is what every payload type implements, so that no type can be
+// registered without it: Validate checks a payload's values by the rules
+// the service writes them with, which is how an imported log is held to
+// what the service itself could have written.
+type Validator interface {
+	Validate() error
+}
+
 // Register declares that payloads of type T are event name at version. A Go
-// type belongs to one (name, version) only. Versions of a name must be
-// registered in order from 1, each after the first with an upcaster (see
-// RegisterUpcast). Register panics on misuse: registration is static.
-func Register[T any](r *Registry, name string, version int) {
+// type belongs to one (name, version) only, and *T must be a Validator.
+// Versions of a name must be registered in order from 1, each after the
+// first with an upcaster (see RegisterUpcast). Register panics on misuse:
+// registration is static.
+func Register[T any, PT interface {
+	*T
+	Validator
+}](r *Registry, name string, version int) {
 	t := reflect.TypeFor[T]()
 	if _, dup := r.byGo[t]; dup {
 		panic(fmt.Sprintf("eventlog: %v registered twice", t))
@@ -142,7 +156,8 @@ func (r *Registry) DecodeStored(rec *Record) (any, error) {
 }
 
 // Decode decodes a record's payload and upcasts it to the latest version of
-// its type. It returns a pointer to the latest version's Go type.
+// its type. It returns a pointer to the latest version's Go type, which is a
+// Validator.
 func (r *Registry) Decode(rec *Record) (any, error) {
 	v, err := r.DecodeStored(rec)
 	if err != nil {
@@ -177,13 +192,8 @@ func (r *Registry) PayloadFromJSON(name string, version int, data json.RawMessag
 		return nil, err
 	}
 	v := reflect.New(t)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v.Interface()); err != nil {
+	if err := strictjson.DecodeObject(data, v.Interface()); err != nil {
 		return nil, fmt.Errorf("data of %s v%d: %w", name, version, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("data of %s v%d: trailing data", name, version)
 	}
 	return marshalPayload(v.Interface())
 }

@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/base64"
@@ -12,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"demosvc/eventlog/strictjson"
 )
 
 // MasterKeySize is the size of the AES-256 key that seals secrets.
@@ -42,9 +43,7 @@ func (s *Sealed) UnmarshalJSON(b []byte) error {
 	var v struct {
 		Sealed json.RawMessage `json:"$sealed"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil || v.Sealed == nil {
+	if err := strictjson.DecodeObject(b, &v); err != nil || v.Sealed == nil {
 		return errors.New(`a sealed field must be {"$sealed":"<base64>"}`)
 	}
 	if string(v.Sealed) == "null" {

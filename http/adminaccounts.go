@@ -1,12 +1,13 @@
 package http
 
 import (
-	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
 
+	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
 
@@ -81,17 +82,15 @@ func (a *Admin) handleRevokeKey(w http.ResponseWriter, r *http.Request, ps httpr
 	writeJSON(w, http.StatusOK, key)
 }
 
-// decode reads a JSON body strictly: unknown fields and trailing data are
-// refused.
+// decode reads a JSON body of at most 1 MiB strictly: unknown fields and
+// trailing data are refused.
 func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.More() {
-		msg := "malformed request body"
-		if err != nil {
-			msg += ": " + err.Error()
-		}
-		writeAdminError(w, http.StatusBadRequest, msg)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err == nil {
+		err = strictjson.DecodeObject(body, v)
+	}
+	if err != nil {
+		writeAdminError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
 		return false
 	}
 	return true

@@ -3,14 +3,13 @@ package http
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,16 +20,8 @@ import (
 	"demosvc/config"
 	"demosvc/eventlog"
 	"demosvc/projections"
+	"demosvc/projections/projtest"
 )
-
-// benchSessions is 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every
-// benchmark once with a small figure).
-func benchSessions() int {
-	if n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS")); err == nil && n > 0 {
-		return n
-	}
-	return 1_000_000
-}
 
 // benchStack is the whole server on a real Pebble, with an unlimited
 // account whose key the benchmark uses.
@@ -58,7 +49,7 @@ func newBenchStack(b *testing.B, synthetic int) *benchStack {
 	}
 	if synthetic > 0 {
 		start := time.Now()
-		bs.accountID, bs.sessions, err = projections.Synthetic(log, projections.SyntheticShape{Sessions: synthetic, Agents: 100, Contacts: max(1, synthetic/10)})
+		bs.accountID, bs.sessions, err = projtest.Synthetic(log, projtest.BenchShape(synthetic))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,10 +85,13 @@ func newBenchStack(b *testing.B, synthetic int) *benchStack {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bs.sessions = []string{v.(projections.SessionView).ID}
+		var ses struct{ ID string }
+		if err := json.Unmarshal(v.(json.RawMessage), &ses); err != nil {
+			b.Fatal(err)
+		}
+		bs.sessions = []string{ses.ID}
 	}
 	srv := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	srv.SetReady(true)
 	hs := httptest.NewServer(srv)
 	b.Cleanup(hs.Close)
 	bs.url = hs.URL
@@ -128,10 +122,10 @@ func BenchmarkGetSessionVsBare(b *testing.B) {
 }
 
 // BenchmarkListSessionsVsBare: GET /v1/sessions?limit=20 with
-// benchSessions() sessions loaded, against a bare handler serving the same
+// projtest.BenchSessions() sessions loaded, against a bare handler serving the same
 // bytes. Target: ratio >= 0.60 at 1,000,000.
 func BenchmarkListSessionsVsBare(b *testing.B) {
-	bs := newBenchStack(b, benchSessions())
+	bs := newBenchStack(b, projtest.BenchSessions())
 	path := "/v1/sessions?limit=20"
 	compareWithBare(b, bs.url+path, bs.key, bs.get(b, path))
 }

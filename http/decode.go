@@ -13,28 +13,29 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
 
 // readJSON reads the request body into v strictly: the body must be
 // declared application/json, fit http.max_body_bytes, be valid UTF-8 and
 // one JSON object, and name no field v does not have. Every failure is an
-// *projections.Error with the field in Param where there is one.
+// answer (see shown), with the field in Param where there is one.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, projections.Errorf(projections.EUnsupportedMedia, "the request body must be sent with Content-Type: application/json")
+		return nil, apiError(EUnsupportedMedia, "", "the request body must be sent with Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.deps.Config.HTTP.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, projections.Errorf(projections.EPayloadTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
+			return nil, apiError(EPayloadTooLarge, "", "the request body is larger than %d bytes", tooBig.Limit)
 		}
-		return nil, projections.Errorf(projections.EInvalid, "reading the request body: %v", err)
+		return nil, apiError(projections.EInvalid, "", "reading the request body: %v", err)
 	}
 	if !utf8.Valid(body) {
-		return nil, projections.Errorf(projections.EInvalid, "the request body is not valid UTF-8")
+		return nil, apiError(projections.EInvalid, "", "the request body is not valid UTF-8")
 	}
 	return body, decodeStrict(body, v)
 }
@@ -42,11 +43,12 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 // decodeStrict decodes one JSON object into v, refusing unknown fields,
 // wrong types and trailing data.
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.DecodeObject(body, v); err != nil {
+		if errors.Is(err, strictjson.ErrTrailingData) {
+			return apiError(projections.EInvalid, "", "the request body has data after the JSON object")
+		}
 		err = jsonError(err)
-		var pe *projections.Error
+		var pe *ErrorObject
 		if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "unknown field") {
 			if path := unknownFieldPath(body, reflect.TypeOf(v)); path != "" {
 				pe.Param, pe.Message = path, fmt.Sprintf("unknown field %q", path)
@@ -54,11 +56,8 @@ func decodeStrict(body []byte, v any) error {
 		}
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return projections.Errorf(projections.EInvalid, "the request body has data after the JSON object")
-	}
 	if path := nullPath(body); path != "" {
-		return projections.ParamErrorf(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
+		return apiError(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
 	}
 	return nil
 }
@@ -109,23 +108,23 @@ func jsonError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return projections.Errorf(projections.EInvalid, "the request body is empty; send a JSON object")
+		return apiError(projections.EInvalid, "", "the request body is empty; send a JSON object")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
-		return projections.Errorf(projections.EInvalid, "the request body is not valid JSON: %v", err)
+		return apiError(projections.EInvalid, "", "the request body is not valid JSON: %v", err)
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return projections.Errorf(projections.EInvalid, "the request body must be a JSON object, not %s", typ.Value)
+			return apiError(projections.EInvalid, "", "the request body must be a JSON object, not %s", typ.Value)
 		}
-		return projections.ParamErrorf(projections.EInvalid, typ.Field, "%s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.String()), typ.Value)
+		return apiError(projections.EInvalid, typ.Field, "%s must be %s, not %s", typ.Field, jsonTypeName(typ.Type.String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return projections.ParamErrorf(projections.EInvalid, field, "unknown field %q", field)
+		return apiError(projections.EInvalid, field, "unknown field %q", field)
 	default:
 		var pe *projections.Error
 		if errors.As(err, &pe) {
 			return pe
 		}
-		return projections.Errorf(projections.EInvalid, "the request body is not valid: %v", err)
+		return apiError(projections.EInvalid, "", "the request body is not valid: %v", err)
 	}
 }
 

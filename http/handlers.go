@@ -1,14 +1,12 @@
 package http
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/julienschmidt/httprouter"
@@ -29,7 +27,7 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().CreateAgent(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.CreateAgent(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -38,7 +36,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
+	page, err := s.deps.State.Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -47,7 +45,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Agent(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Agent(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -67,12 +65,12 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	for name, f := range map[string]optString{"name": in.Name, "sandbox_url": in.SandboxURL, "persona": in.Persona, "status": in.Status} {
 		if f.null {
-			s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
+			s.writeError(w, r, apiError(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
 			return
 		}
 	}
 	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
-	v, err := s.st().UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
+	v, err := s.deps.State.UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -86,7 +84,7 @@ func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().StartSession(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.StartSession(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -103,7 +101,7 @@ func (s *Server) sessionAction(act func(p *projections.Projections, ctx context.
 		if !ok {
 			return
 		}
-		v, err := act(s.st(), r.Context(), principal(r), param(r, "id"), f, idem)
+		v, err := act(s.deps.State, r.Context(), principal(r), param(r, "id"), f, idem)
 		s.respond(w, r, http.StatusOK, v, err)
 	}
 }
@@ -118,7 +116,7 @@ func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
+	v, err := s.deps.State.BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -129,7 +127,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	qs := r.URL.Query()
 	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
-	body, lastID, more, err := s.st().SessionsJSON(principal(r).Account.ID, f, q)
+	body, lastID, more, err := s.deps.State.SessionsJSON(principal(r).Account.ID, f, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -141,7 +139,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	body, err := s.st().SessionJSON(principal(r).Account.ID, param(r, "id"))
+	body, err := s.deps.State.SessionJSON(principal(r).Account.ID, param(r, "id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -154,7 +152,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Contacts(principal(r).Account.ID, q)
+	page, err := s.deps.State.Contacts(principal(r).Account.ID, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -163,22 +161,20 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Contact(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Contact(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
 // respond writes a command's or a read's outcome: a recorded (or first)
-// idempotent response as it is, an error as the error object, a value as
-// JSON with status.
+// idempotent answer as it was recorded, an error as the error object, a
+// value as JSON with status.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if rep, ok := v.(projections.Replay); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.Status)
-		w.Write(rep.Body)
+		s.replay(w, r, rep)
 		return
 	}
 	writeJSON(w, status, v)
@@ -199,44 +195,6 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) ([]by
 	return body, true
 }
 
-// idempotency reads the Idempotency-Key of a POST. Without one it returns
-// nil; on a bad key it has answered.
-func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte, status int) (*projections.Idempotency, bool) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		return nil, true
-	}
-	if len(key) > projections.MaxIdempotencyKey {
-		s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, "Idempotency-Key",
-			"Idempotency-Key must be at most %d characters", projections.MaxIdempotencyKey))
-		return nil, false
-	}
-	sum := sha256.New()
-	sum.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
-	sum.Write(body)
-	return &projections.Idempotency{
-		Key:         key,
-		Fingerprint: hex.EncodeToString(sum.Sum(nil)),
-		Now:         s.deps.Clock(),
-		Encode: func(v any, err error) (int, []byte) {
-			rec := &bodyRecorder{header: http.Header{}}
-			s.respond(rec, r, status, v, err)
-			return rec.status, rec.body.Bytes()
-		},
-	}, true
-}
-
-// bodyRecorder captures a response to record it for idempotent replays.
-type bodyRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bodyRecorder) Header() http.Header         { return b.header }
-func (b *bodyRecorder) WriteHeader(status int)      { b.status = status }
-func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
-
 // Default and largest page sizes.
 const (
 	defaultLimit = 20
@@ -252,32 +210,23 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...st
 		case name == "limit":
 			n, err := strconv.Atoi(vs[0])
 			if err != nil || n < 1 || n > maxLimit || len(vs) > 1 {
-				s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
+				s.writeError(w, r, apiError(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
 				return q, false
 			}
 			q.Limit = n
 		case name == "starting_after":
 			q.StartingAfter = vs[0]
-		case contains(allowed, name):
+		case slices.Contains(allowed, name):
 			if len(vs) > 1 {
-				s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "%s may be given once", name))
+				s.writeError(w, r, apiError(projections.EInvalid, name, "%s may be given once", name))
 				return q, false
 			}
 		default:
-			s.writeError(w, r, projections.ParamErrorf(projections.EInvalid, name, "unknown query parameter %q", name))
+			s.writeError(w, r, apiError(projections.EInvalid, name, "unknown query parameter %q", name))
 			return q, false
 		}
 	}
 	return q, true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // writePage writes {"data":[…]} and, when more items remain, a Link header
@@ -340,7 +289,7 @@ func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.st().RegisterWebhook(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.RegisterWebhook(r.Context(), principal(r), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -349,7 +298,7 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.st().Webhooks(principal(r).Account.ID, q)
+	page, err := s.deps.State.Webhooks(principal(r).Account.ID, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -358,12 +307,12 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
-	v, err := s.st().Webhook(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Webhook(principal(r).Account.ID, param(r, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
 func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
-	if err := s.st().DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
+	if err := s.deps.State.DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -376,12 +325,12 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wh := param(r, "id")
-	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if s.deps.Deliveries == nil {
-		s.writeError(w, r, projections.Errorf(projections.EUnavailable, "deliveries are not running"))
+		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
 		return
 	}
 	ds, more, err := s.deps.Deliveries.Deliveries(wh, q.Limit, q.StartingAfter)
@@ -398,20 +347,20 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
 	wh, id := param(r, "id"), param(r, "delivery_id")
-	if _, err := s.st().Webhook(principal(r).Account.ID, wh); err != nil {
+	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if s.deps.Deliveries == nil {
-		s.writeError(w, r, projections.Errorf(projections.EUnavailable, "deliveries are not running"))
+		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
 		return
 	}
 	d, err := s.deps.Deliveries.Retry(r.Context(), wh, id)
 	switch {
 	case errors.Is(err, delivery.ErrNoDelivery):
-		s.writeError(w, r, projections.Errorf(projections.ENotFound, "no delivery %q of webhook %s", id, wh))
+		s.writeError(w, r, apiError(projections.ENotFound, "", "no delivery %q of webhook %s", id, wh))
 	case errors.Is(err, delivery.ErrNotFailed):
-		s.writeError(w, r, projections.Errorf(projections.EInvalidState, "delivery %s is %s; only a failed delivery can be retried", id, d.Status))
+		s.writeError(w, r, apiError(projections.EInvalidState, "", "delivery %s is %s; only a failed delivery can be retried", id, d.Status))
 	case err != nil:
 		s.writeError(w, r, err)
 	default:

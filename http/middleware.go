@@ -55,11 +55,23 @@ func principal(r *http.Request) projections.Principal {
 	return p
 }
 
-// serve wraps every request: a request id, recovery from panics, one log
-// line and the metrics.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+// front is what every request to the API address goes through, whichever
+// handler serves it (the starting one, then the server): a request id,
+// recovery from panics, one log line and the metrics.
+type front struct {
+	logger  *slog.Logger
+	metrics *Metrics
+	reqIDs  *requestIDs
+	next    http.Handler
+}
+
+func newFront(logger *slog.Logger, metrics *Metrics, next http.Handler) *front {
+	return &front{logger: logger, metrics: metrics, reqIDs: newRequestIDs(), next: next}
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := s.reqIDs.New()
+	id := f.reqIDs.New()
 	w.Header().Set("X-Request-Id", id)
 	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
 	defer func() {
@@ -67,14 +79,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			s.logger().Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			f.logger.Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !ex.wrote {
-				s.writeError(ex, r, projections.Errorf(projections.EInternal, "internal error"))
+				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))
 			}
 		}
 		elapsed := time.Since(start)
-		s.deps.Metrics.observe(ex.route, r.Method, ex.status, elapsed)
+		f.metrics.observe(ex.route, r.Method, ex.status, elapsed)
 		level := slog.LevelInfo
 		if ex.status >= 500 {
 			level = slog.LevelError
@@ -82,7 +94,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		// One line per request. The record is handed to the handler
 		// directly, without the caller's PC: slog would walk the stack for
 		// it on every request.
-		h := s.logger().Handler()
+		h := f.logger.Handler()
 		if h.Enabled(r.Context(), level) {
 			rec := slog.NewRecord(time.Now(), level, "request", 0)
 			rec.AddAttrs(slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
@@ -90,7 +102,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			_ = h.Handle(r.Context(), rec)
 		}
 	}()
-	s.handler.ServeHTTP(ex, r)
+	f.next.ServeHTTP(ex, r)
 }
 
 // route names the route pattern of a handler for logs and metrics.
@@ -108,17 +120,12 @@ func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
 // when the client address or the account is over its limit.
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.st() == nil {
-			w.Header().Set("Retry-After", "1")
-			s.writeError(w, r, projections.Errorf(projections.EUnavailable, "starting: the state is being rebuilt from the log; retry shortly"))
-			return
-		}
 		p, err := s.authenticate(r)
 		if err != nil {
 			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
-				s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+				s.writeError(w, r, apiError(ERateLimited, "",
 					"too many requests with a bad API key from this address; retry in %s", retryWords(d)))
 				return
 			}
@@ -132,7 +139,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		setRateLimitHeaders(w, d)
 		if !d.Allowed {
 			setRetryAfter(w, d)
-			s.writeError(w, r, projections.Errorf(projections.ERateLimited,
+			s.writeError(w, r, apiError(ERateLimited, "",
 				"rate limit of %d requests per minute exceeded; retry in %s", d.Limit, retryWords(d)))
 			return
 		}
@@ -144,21 +151,21 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+		return projections.Principal{}, apiError(EUnauthorized, "",
 			"missing Authorization header; send Authorization: Bearer <API key>")
 	}
 	scheme, key, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized,
+		return projections.Principal{}, apiError(EUnauthorized, "",
 			"the Authorization header must use the Bearer scheme: Authorization: Bearer <API key>")
 	}
 	key = strings.TrimSpace(key)
 	if key == "" {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "the Bearer token is empty")
+		return projections.Principal{}, apiError(EUnauthorized, "", "the Bearer token is empty")
 	}
-	p, found := s.st().Authenticate(key)
+	p, found := s.deps.State.Authenticate(key)
 	if !found {
-		return projections.Principal{}, projections.Errorf(projections.EUnauthorized, "invalid API key")
+		return projections.Principal{}, apiError(EUnauthorized, "", "invalid API key")
 	}
 	return p, nil
 }

@@ -16,13 +16,6 @@ type ErrorBody struct {
 	Error ErrorObject `json:"error"`
 }
 
-// ErrorObject is the error wrapper's content.
-type ErrorObject struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Param   string `json:"param,omitempty"`
-}
-
 // writeJSON writes v as the JSON response with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
@@ -39,26 +32,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
-// writeError answers with the error object for err. An *projections.Error
-// is shown as it is; storage failure and shutdown are 503 unavailable;
-// anything else is logged with its detail and shown as "internal error".
+// writeError answers with the error object for err (see answerError).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *projections.Error
-	switch {
-	case errors.As(err, &e):
-	case errors.Is(err, eventlog.ErrUnavailable), errors.Is(err, eventlog.ErrClosed):
-		s.deps.Logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
-		e = projections.Errorf(projections.EUnavailable, "the service cannot accept writes right now; retry later")
-	default:
-		s.deps.Logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
-			"method", r.Method, "path", r.URL.Path)
-		e = projections.Errorf(projections.EInternal, "internal error")
-	}
-	if e.Code == projections.EUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="demosvc"`)
-	}
-	writeJSON(w, statusOf(e.Code), ErrorBody{Error: ErrorObject{Code: e.Code, Message: e.Message, Param: e.Param}})
+	answerError(s.deps.Logger, w, r, err)
 }
 
-// logger returns the server's logger.
-func (s *Server) logger() *slog.Logger { return s.deps.Logger }
+// answerError answers with the error object for err. An error decided by
+// this layer or by the domain is shown as it is; storage failure and
+// shutdown are 503 unavailable; anything else is logged with its detail and
+// shown as "internal error".
+func answerError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	e, ok := shown(err)
+	switch {
+	case ok:
+	case errors.Is(err, eventlog.ErrUnavailable), errors.Is(err, eventlog.ErrClosed):
+		logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
+		e = ErrorObject{Code: EUnavailable, Message: "the service cannot accept writes right now; retry later"}
+	default:
+		logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
+			"method", r.Method, "path", r.URL.Path)
+		e = ErrorObject{Code: projections.EInternal, Message: "internal error"}
+	}
+	if e.Code == EUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="demosvc"`)
+	}
+	writeJSON(w, statusOf(e.Code), ErrorBody{Error: e})
+}

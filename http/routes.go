@@ -1,6 +1,7 @@
 package http
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -9,24 +10,59 @@ import (
 	"demosvc/projections"
 )
 
-// routes registers every route of the public API in one place.
-func (s *Server) routes() http.Handler {
+// newRouter returns a router with the routes open to anyone (/healthz,
+// /readyz, /metrics) and the answers to an unknown route or method. api
+// wraps whatever answers a path under /v1: it authenticates the caller
+// first, so that an unauthenticated client learns nothing about routes (or
+// refuses while starting).
+func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, api func(http.HandlerFunc) http.HandlerFunc) *httprouter.Router {
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
 	r.HandleMethodNotAllowed = true
-	r.NotFound = http.HandlerFunc(s.notFound)
-	r.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
+	underAPI := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" }
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h := func(w http.ResponseWriter, r *http.Request) {
+			answerError(logger, w, r, apiError(projections.ENotFound, "", "no route %s %s", r.Method, r.URL.Path))
+		}
+		if underAPI(req) {
+			h = api(h)
+		}
+		h(w, req)
+	})
+	// A known route with the wrong method; the router has set Allow, and
+	// always lists OPTIONS, which this API does not serve.
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var allow []string
+		for _, m := range strings.Split(w.Header().Get("Allow"), ", ") {
+			if m != http.MethodOptions && m != "" {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		h := func(w http.ResponseWriter, r *http.Request) {
+			answerError(logger, w, r, apiError(EMethodNotAllowed, "",
+				"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
+		}
+		if underAPI(req) {
+			h = api(h)
+		}
+		h(w, req)
+	})
+	r.Handler(http.MethodGet, "/healthz", route("/healthz", handleHealth))
+	r.Handler(http.MethodGet, "/readyz", route("/readyz", ready))
+	r.Handler(http.MethodGet, "/metrics", route("/metrics", metrics.handler().ServeHTTP))
+	return r
+}
 
-	open := func(method, path string, h http.HandlerFunc) { r.Handler(method, path, route(path, h)) }
+// routes registers every route of the public API in one place (the open
+// ones in newRouter).
+func (s *Server) routes() http.Handler {
+	r := newRouter(s.deps.Logger, s.deps.Metrics, readiness(s.deps.Stopping, true), s.authenticated)
 	api := func(method, path string, h http.HandlerFunc) {
 		r.Handler(method, path, route(path, s.authenticated(h)))
 	}
-
-	open(http.MethodGet, "/healthz", s.handleHealth)
-	open(http.MethodGet, "/readyz", s.handleReady)
-	open(http.MethodGet, "/metrics", s.deps.Metrics.handler().ServeHTTP)
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)
 
@@ -55,53 +91,27 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// notFound answers an unknown route. Under /v1 the caller is authenticated
-// first, so that an unauthenticated client learns nothing about routes.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	h := func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, projections.Errorf(projections.ENotFound, "no route %s %s", r.Method, r.URL.Path))
-	}
-	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
-		h = s.authenticated(h)
-	}
-	h(w, r)
-}
-
-// methodNotAllowed answers a known route with the wrong method; the router
-// has set Allow.
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	// httprouter always lists OPTIONS, which this API does not serve.
-	var allow []string
-	for _, m := range strings.Split(w.Header().Get("Allow"), ", ") {
-		if m != http.MethodOptions && m != "" {
-			allow = append(allow, m)
-		}
-	}
-	w.Header().Set("Allow", strings.Join(allow, ", "))
-	h := func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, projections.Errorf(projections.EMethodNotAllowed,
-			"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
-	}
-	if strings.HasPrefix(r.URL.Path, "/v1/") {
-		h = s.authenticated(h)
-	}
-	h(w, r)
-}
-
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+func handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if s.stopping.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
-		return
+// readiness answers /readyz: 503 "stopping" once stopping is closed,
+// otherwise 200 "ready" for a server over a rebuilt state and 503
+// "starting" before.
+func readiness(stopping <-chan struct{}, ready bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stopping:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			return
+		default:
+		}
+		if !ready {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
-	if !s.ready.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // AccountView is the body of GET /v1/account.

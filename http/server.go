@@ -7,7 +7,6 @@ package http
 import (
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"demosvc/config"
@@ -16,30 +15,28 @@ import (
 	"demosvc/projections"
 )
 
-// Deps is what the API server needs.
+// Deps is everything the API server needs, given when it is built.
 type Deps struct {
-	Log *eventlog.Log
-	// State may be nil at construction: the server then answers /v1 with
-	// 503 until SetState, which a server gets once replay is done.
-	State   *projections.Projections
+	Log     *eventlog.Log
+	State   *projections.Projections // the rebuilt state; required
 	Config  *config.Config
 	Logger  *slog.Logger
-	Metrics *Metrics
-	// Deliveries serves the webhook attempt logs; nil answers 503.
+	Metrics *Metrics // nil: new metrics of their own
+	// Deliveries serves the webhook attempt logs; nil answers 503 there.
 	Deliveries *delivery.Dispatcher
 	// Clock drives the rate limiters; nil means time.Now.
 	Clock func() time.Time
+	// Stopping is closed when the process begins to shut down: /readyz
+	// answers 503 "stopping" from then on. nil never closes.
+	Stopping <-chan struct{}
 }
 
-// Server is the public HTTP API. Build it with NewServer; it is an
-// http.Handler.
+// Server is the public HTTP API over a rebuilt state. Build it with
+// NewServer; it is an http.Handler. Until the state is rebuilt, the API
+// address is served by NewStarting instead (see Switch).
 type Server struct {
 	deps     Deps
-	ready    atomic.Bool
-	stopping atomic.Bool
-	state    atomic.Pointer[projections.Projections]
-	handler  http.Handler
-	reqIDs   *eventlog.RequestIDs
+	front    *front
 	accounts *Limiters // per account
 	badAuth  *Limiters // per client address, for requests with a bad key
 }
@@ -48,8 +45,8 @@ type Server struct {
 // authentications are being counted.
 const maxBadAuthClients = 100_000
 
-// NewServer returns the API server. It answers /readyz with 503 until
-// SetReady(true).
+// NewServer returns the API server, ready: /readyz answers 200 until
+// d.Stopping closes.
 func NewServer(d Deps) *Server {
 	if d.Clock == nil {
 		d.Clock = time.Now
@@ -59,37 +56,12 @@ func NewServer(d Deps) *Server {
 	}
 	s := &Server{
 		deps:     d,
-		reqIDs:   eventlog.NewRequestIDs(),
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}
-	if d.State != nil {
-		s.state.Store(d.State)
-	}
-	s.handler = s.routes()
+	s.front = newFront(d.Logger, d.Metrics, s.routes())
 	return s
 }
 
-// SetDeliveries gives the server the delivery dispatcher, before SetState.
-func (s *Server) SetDeliveries(d *delivery.Dispatcher) { s.deps.Deliveries = d }
-
-// SetState gives the server the rebuilt state and marks it ready.
-func (s *Server) SetState(p *projections.Projections) {
-	s.state.Store(p)
-	s.ready.Store(true)
-}
-
-// st returns the state; the authenticated middleware has checked it is set.
-func (s *Server) st() *projections.Projections { return s.state.Load() }
-
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, r) }
-
-// SetReady marks the server ready (state rebuilt from the log) or not.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
-
-// SetStopping makes /readyz answer 503 "stopping" from now on.
-func (s *Server) SetStopping() { s.stopping.Store(true) }
-
-// Metrics returns the server's metrics.
-func (s *Server) Metrics() *Metrics { return s.deps.Metrics }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.front.ServeHTTP(w, r) }

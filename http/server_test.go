@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ type testServer struct {
 	*Server
 	logs  *bytes.Buffer
 	state *projections.Projections
-	key   string
+	key   string // the bootstrap key; empty when the data dir had one already
+	close func()
 }
 
 func newTestServer(t *testing.T, mutate func(*config.Config)) *testServer {
@@ -31,7 +33,14 @@ func newTestServer(t *testing.T, mutate func(*config.Config)) *testServer {
 
 func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	t.Helper()
-	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	return openTestServer(t, t.TempDir(), mutate)
+}
+
+// openTestServer opens the stack on the data dir dir; close (also run at
+// the test's end) stops it.
+func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *testServer {
+	t.Helper()
+	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +52,9 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { state.Close(); log.Close(); store.Close() })
+	var once sync.Once
+	closeAll := func() { once.Do(func() { state.Close(); log.Close(); store.Close() }) }
+	t.Cleanup(closeAll)
 	cfg := config.Default()
 	if mutate != nil {
 		mutate(cfg)
@@ -54,8 +65,7 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 	}
 	var logs bytes.Buffer
 	s := NewServer(Deps{Log: log, State: state, Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	s.SetReady(true)
-	return &testServer{Server: s, logs: &logs, state: state, key: key.Key}
+	return &testServer{Server: s, logs: &logs, state: state, key: key.Key, close: closeAll}
 }
 
 func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {
@@ -84,7 +94,7 @@ func errorOf(t *testing.T, w *httptest.ResponseRecorder) ErrorObject {
 
 func TestPanicIsA500WithoutDetail(t *testing.T) {
 	ts := newTestServer(t, nil)
-	ts.handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("secret detail") })
+	ts.front.next = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("secret detail") })
 	w := ts.do("GET", "/v1/account", "")
 	if w.Code != http.StatusInternalServerError {
 		t.Fatalf("status = %d, want 500", w.Code)
@@ -142,9 +152,9 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 				}
 				return
 			}
-			var e *projections.Error
-			if !asError(err, &e) {
-				t.Fatalf("err = %v, want a *projections.Error", err)
+			e, ok := shown(err)
+			if !ok {
+				t.Fatalf("err = %v, want an answer", err)
 			}
 			if e.Code != tc.code || e.Param != tc.param || !strings.Contains(e.Message, tc.messageContains) {
 				t.Errorf("got code %q param %q message %q; want code %q param %q message containing %q",
@@ -152,14 +162,6 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 			}
 		})
 	}
-}
-
-func asError(err error, target **projections.Error) bool {
-	e, ok := err.(*projections.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 func TestHugeHeadersAndBadKeysNeverGiveA5xx(t *testing.T) {
@@ -209,34 +211,55 @@ func TestTenThousandBadKeysFromOneAddressStayBounded(t *testing.T) {
 	}
 }
 
+// TestNotReadyUntilTheStateIsRebuilt serves the API address as serve does:
+// the starting handler behind a Switch, then the server, then stopping.
 func TestNotReadyUntilTheStateIsRebuilt(t *testing.T) {
 	ts := newTestServer(t, nil)
-	s := NewServer(Deps{Log: ts.deps.Log, Config: ts.deps.Config, Logger: ts.deps.Logger})
-	get := func(path string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("GET", path, nil)
+	stopping := make(chan struct{})
+	metrics := NewMetrics(func() float64 { return 0 })
+	addr := NewSwitch(NewStarting(ts.deps.Logger, metrics, stopping))
+	get := func(method, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, nil)
 		req.Header.Set("Authorization", "Bearer "+ts.key)
 		w := httptest.NewRecorder()
-		s.ServeHTTP(w, req)
+		addr.ServeHTTP(w, req)
+		if w.Header().Get("X-Request-Id") == "" {
+			t.Errorf("%s %s: no X-Request-Id", method, path)
+		}
 		return w
 	}
-	if w := get("/healthz"); w.Code != 200 {
+	if w := get("GET", "/healthz"); w.Code != 200 {
 		t.Errorf("/healthz while replaying = %d, want 200", w.Code)
 	}
-	if w := get("/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"starting"`) {
+	if w := get("GET", "/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"starting"`) {
 		t.Errorf("/readyz while replaying = %d %s, want 503 starting", w.Code, w.Body)
 	}
-	if w := get("/v1/account"); w.Code != 503 || errorOf(t, w).Code != "unavailable" || w.Header().Get("Retry-After") == "" {
-		t.Errorf("/v1/account while replaying = %d %s, want 503 unavailable with Retry-After", w.Code, w.Body)
+	if w := get("GET", "/metrics"); w.Code != 200 || !strings.Contains(w.Body.String(), `demosvc_http_requests_total{code="200",method="GET",route="/healthz"} 1`) {
+		t.Errorf("/metrics while replaying = %d, want 200 counting the /healthz above", w.Code)
 	}
-	s.SetState(ts.state)
-	if w := get("/readyz"); w.Code != 200 {
+	for _, req := range [][2]string{{"GET", "/v1/account"}, {"POST", "/v1/agents"}, {"GET", "/v1/nothing"}, {"DELETE", "/v1"}} {
+		if w := get(req[0], req[1]); w.Code != 503 || errorOf(t, w).Code != "unavailable" || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s %s while replaying = %d %s, want 503 unavailable with Retry-After", req[0], req[1], w.Code, w.Body)
+		}
+	}
+	if w := get("GET", "/nothing"); w.Code != 404 || errorOf(t, w).Code != "not_found" {
+		t.Errorf("/nothing while replaying = %d %s, want 404 not_found", w.Code, w.Body)
+	}
+	if w := get("POST", "/healthz"); w.Code != 405 || w.Header().Get("Allow") != "GET" {
+		t.Errorf("POST /healthz while replaying = %d (Allow %q), want 405 (Allow GET)", w.Code, w.Header().Get("Allow"))
+	}
+
+	d := ts.deps
+	d.Metrics, d.Stopping = metrics, stopping
+	addr.To(NewServer(d))
+	if w := get("GET", "/readyz"); w.Code != 200 {
 		t.Errorf("/readyz when ready = %d", w.Code)
 	}
-	if w := get("/v1/account"); w.Code != 200 {
+	if w := get("GET", "/v1/account"); w.Code != 200 {
 		t.Errorf("/v1/account when ready = %d %s", w.Code, w.Body)
 	}
-	s.SetStopping()
-	if w := get("/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"stopping"`) {
+	close(stopping)
+	if w := get("GET", "/readyz"); w.Code != 503 || !strings.Contains(w.Body.String(), `"stopping"`) {
 		t.Errorf("/readyz when stopping = %d %s, want 503 stopping", w.Code, w.Body)
 	}
 }

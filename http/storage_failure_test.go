@@ -37,7 +37,6 @@ func TestFailedFsyncAnswers503AndAcknowledgesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: slog.New(slog.DiscardHandler)})
-	s.SetReady(true)
 	ts := &testServer{Server: s, state: state, key: key.Key}
 
 	if w := ts.do("POST", "/v1/agents", `{"name":"kept","sandbox_url":"https://sandbox.example.com/"}`, "Content-Type", "application/json"); w.Code != http.StatusCreated {

@@ -114,7 +114,7 @@ func (p *Projections) UpdateAgent(ctx context.Context, pr Principal, agentID str
 	v, err := p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			if s.agentIn(pr.Account.ID, id) == nil {
+			if _, ok := agentKind.in(s, pr.Account.ID, agentID); !ok {
 				return nil, nil, notFound("agent", agentID)
 			}
 			if empty {
@@ -130,76 +130,19 @@ func (p *Projections) UpdateAgent(ctx context.Context, pr Principal, agentID str
 	return v.(AgentView), nil
 }
 
-// notFound is the error for an id that is unknown to the caller's account,
-// whether it does not exist or belongs to another account.
-func notFound(kind, id string) error {
-	return Errorf(ENotFound, "no %s %q", kind, id)
-}
-
-// agentIn returns the agent id of account, or nil.
-func (s *State) agentIn(account string, id ID) *agent {
-	a := s.agents[id]
-	if a == nil || a.tenant.account.ID != account {
-		return nil
-	}
-	return a
-}
-
 // Agent returns one agent of account, with its persona.
 func (p *Projections) Agent(account, agentID string) (AgentView, error) {
-	id, ok := ParseID(PrefixAgent, agentID)
-	if !ok {
-		return AgentView{}, notFound("agent", agentID)
-	}
-	var v AgentView
-	var found bool
-	p.View(func(s *State) {
-		if a := s.agentIn(account, id); a != nil {
-			v, found = a.view(true), true
-		}
-	})
-	if !found {
-		return AgentView{}, notFound("agent", agentID)
-	}
-	return v, nil
+	return one(p, agentKind, account, agentID, func(a *agent) AgentView { return a.view(true) })
 }
 
 // Agents lists the agents of account, most recent first.
 func (p *Projections) Agents(account string, q ListQuery, status string) (Page[AgentView], error) {
-	if status != "" && status != AgentActive && status != AgentInactive {
-		return Page[AgentView]{}, ParamErrorf(EInvalid, "status", "must be active or inactive, got %q", status)
+	var keep func(*agent) bool
+	if status != "" {
+		if err := checkAgentStatus(status); err != nil {
+			return Page[AgentView]{}, err
+		}
+		keep = func(a *agent) bool { return a.status() == status }
 	}
-	var page Page[AgentView]
-	var err error
-	p.View(func(s *State) {
-		t := s.tenants[account]
-		if t == nil {
-			return
-		}
-		start := len(t.agents) - 1
-		if q.StartingAfter != "" {
-			id, ok := ParseID(PrefixAgent, q.StartingAfter)
-			a := s.agents[id]
-			if !ok || a == nil || a.tenant != t {
-				err = ParamErrorf(EInvalid, "starting_after", "no agent %q in this list", q.StartingAfter)
-				return
-			}
-			start = indexBySeq(t.agents, a.seq, func(a *agent) uint64 { return a.seq }) - 1
-		}
-		for i := start; i >= 0; i-- {
-			a := t.agents[i]
-			if status != "" && a.status() != status {
-				continue
-			}
-			if len(page.Data) == q.Limit {
-				page.More = true
-				break
-			}
-			page.Data = append(page.Data, a.view(true))
-		}
-	})
-	if page.Data == nil {
-		page.Data = []AgentView{}
-	}
-	return page, err
+	return page(p, agentKind, account, q, keep, func(a *agent) AgentView { return a.view(true) })
 }

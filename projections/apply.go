@@ -1,12 +1,62 @@
 package projections
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"demosvc/eventlog"
 )
+
+// apply advances the state by one record. payload is the record's payload
+// decoded at its latest version (a pointer). An error means the log holds
+// an event the state cannot take: replay stops there.
+func (s *State) apply(rec *eventlog.Record, payload any) error {
+	if rec.Seq != s.seq+1 {
+		return fmt.Errorf("seq %d applied after %d", rec.Seq, s.seq)
+	}
+	var err error
+	switch p := payload.(type) {
+	case *AccountCreated:
+		err = s.applyAccountCreated(rec, p)
+	case *APIKeyCreated:
+		err = s.applyKeyCreated(rec, p)
+	case *APIKeyRevoked:
+		err = s.applyKeyRevoked(rec, p)
+	case *AgentCreated:
+		err = s.applyAgentCreated(rec, p)
+	case *AgentUpdated:
+		err = s.applyAgentUpdated(rec, p)
+	case *ContactCreated:
+		err = s.applyContactCreated(rec, p)
+	case *SessionStarted:
+		err = s.applySessionStarted(rec, p)
+	case *SessionProgressed:
+		err = s.applySessionProgressed(rec, p)
+	case *LeadHot:
+		err = s.applyLeadHot(rec, p)
+	case *SessionCompleted:
+		err = s.applySessionCompleted(rec, p)
+	case *SessionAbandoned:
+		err = s.applySessionAbandoned(rec, p)
+	case *MeetingBooked:
+		err = s.applyMeetingBooked(rec, p)
+	case *WebhookRegistered:
+		err = s.applyWebhookRegistered(rec, p)
+	case *WebhookDeleted:
+		err = s.applyWebhookDeleted(rec, p)
+	case *WebhookDisabled:
+		err = s.applyWebhookDisabled(rec, p)
+	default:
+		err = errorf("no projection for %T", payload)
+	}
+	if err != nil {
+		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)
+	}
+	s.seq = rec.Seq
+	return nil
+}
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
@@ -20,17 +70,60 @@ func (s *State) tenantOf(rec *eventlog.Record) (*tenant, error) {
 	return t, nil
 }
 
+func (s *State) applyAccountCreated(rec *eventlog.Record, p *AccountCreated) error {
+	if p.AccountID != rec.Account {
+		return fmt.Errorf("account_id %q differs from the record's account %q", p.AccountID, rec.Account)
+	}
+	if s.accounts[p.AccountID] != nil {
+		return fmt.Errorf("account %s exists", p.AccountID)
+	}
+	a := &Account{ID: p.AccountID, Name: p.Name, Plan: p.Plan, RateLimitPerMinute: p.RateLimitPerMinute, CreatedAt: Timestamp(rec.Time)}
+	s.accounts[a.ID] = a
+	s.accountOrder = append(s.accountOrder, a)
+	s.tenants[a.ID] = newTenant(a)
+	return nil
+}
+
+func (s *State) applyKeyCreated(rec *eventlog.Record, p *APIKeyCreated) error {
+	if s.accounts[rec.Account] == nil {
+		return fmt.Errorf("key %s for unknown account %q", p.KeyID, rec.Account)
+	}
+	if s.keys[p.KeyID] != nil {
+		return fmt.Errorf("key %s exists", p.KeyID)
+	}
+	var h [sha256.Size]byte
+	if b, err := hex.DecodeString(p.KeyHash); err != nil || len(b) != len(h) {
+		return fmt.Errorf("key %s: key_hash is not a hex SHA-256", p.KeyID)
+	} else {
+		copy(h[:], b)
+	}
+	k := &APIKey{ID: p.KeyID, AccountID: rec.Account, Hash: h, Last4: p.Last4, CreatedAt: Timestamp(rec.Time)}
+	s.keys[k.ID] = k
+	s.keysByHash[h] = k
+	s.keyOrder = append(s.keyOrder, k)
+	return nil
+}
+
+func (s *State) applyKeyRevoked(rec *eventlog.Record, p *APIKeyRevoked) error {
+	k := s.keys[p.KeyID]
+	if k == nil || k.AccountID != rec.Account {
+		return fmt.Errorf("revoking unknown key %s", p.KeyID)
+	}
+	if k.RevokedAt == nil {
+		t := Timestamp(rec.Time)
+		k.RevokedAt = &t
+	}
+	return nil
+}
+
 func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 	t, err := s.tenantOf(rec)
 	if err != nil {
 		return err
 	}
-	id, err := parseLogged(PrefixAgent, p.AgentID)
+	id, err := agentKind.fresh(s, p.AgentID)
 	if err != nil {
 		return err
-	}
-	if s.agents[id] != nil {
-		return errorf("agent %s exists", p.AgentID)
 	}
 	now := unix(rec.Time)
 	a := &agent{id: id, tenant: t, seq: rec.Seq, name: p.Name, sandboxURL: p.SandboxURL, persona: p.Persona,
@@ -40,24 +133,8 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 	return nil
 }
 
-// agentOf finds an agent of the record's account.
-func (s *State) agentOf(rec *eventlog.Record, sid string) (*agent, error) {
-	id, err := parseLogged(PrefixAgent, sid)
-	if err != nil {
-		return nil, err
-	}
-	a := s.agents[id]
-	if a == nil {
-		return nil, errorf("unknown agent %s", sid)
-	}
-	if a.tenant.account.ID != rec.Account {
-		return nil, fmt.Errorf("agent %s %w", sid, errWrongAccount)
-	}
-	return a, nil
-}
-
 func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
-	a, err := s.agentOf(rec, p.AgentID)
+	a, err := agentKind.of(s, rec, p.AgentID)
 	if err != nil {
 		return err
 	}
@@ -82,14 +159,11 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	if err != nil {
 		return err
 	}
-	id, err := parseLogged(PrefixContact, p.ContactID)
+	id, err := contactKind.fresh(s, p.ContactID)
 	if err != nil {
 		return err
 	}
-	if s.contacts[id] != nil {
-		return errorf("contact %s exists", p.ContactID)
-	}
-	key := strings.ToLower(p.Contact.Email)
+	key := emailKey(p.Contact.Email)
 	if t.emails[key] != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}
@@ -102,24 +176,17 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 }
 
 func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) error {
-	a, err := s.agentOf(rec, p.AgentID)
+	a, err := agentKind.of(s, rec, p.AgentID)
 	if err != nil {
 		return err
 	}
-	cid, err := parseLogged(PrefixContact, p.ContactID)
+	c, err := contactKind.of(s, rec, p.ContactID)
 	if err != nil {
 		return err
 	}
-	c := s.contacts[cid]
-	if c == nil || c.tenant != a.tenant {
-		return errorf("unknown contact %s", p.ContactID)
-	}
-	id, err := parseLogged(PrefixSession, p.SessionID)
+	id, err := sessionKind.fresh(s, p.SessionID)
 	if err != nil {
 		return err
-	}
-	if s.sessions[id] != nil {
-		return errorf("session %s exists", p.SessionID)
 	}
 	ses := &session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress}
 	s.sessions[id] = ses
@@ -129,22 +196,6 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	c.sessions = append(c.sessions, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(ses)
 	return nil
-}
-
-// sessionOf finds a session of the record's account.
-func (s *State) sessionOf(rec *eventlog.Record, sid string) (*session, error) {
-	id, err := parseLogged(PrefixSession, sid)
-	if err != nil {
-		return nil, err
-	}
-	ses := s.sessions[id]
-	if ses == nil {
-		return nil, errorf("unknown session %s", sid)
-	}
-	if ses.agent.tenant.account.ID != rec.Account {
-		return nil, fmt.Errorf("session %s %w", sid, errWrongAccount)
-	}
-	return ses, nil
 }
 
 // setFigures applies reported figures; nil ones stay as they are.
@@ -161,7 +212,7 @@ func (ses *session) setFigures(score *int, sig *Signals, duration *int) {
 }
 
 func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgressed) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -173,7 +224,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 }
 
 func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -192,7 +243,7 @@ func (ses *session) end(to sessionStatus, at int64) {
 }
 
 func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -206,7 +257,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 }
 
 func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -222,7 +273,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 }
 
 func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error {
-	ses, err := s.sessionOf(rec, p.SessionID)
+	ses, err := sessionKind.of(s, rec, p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -230,5 +281,41 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 		return errorf("session %s has a meeting", p.SessionID)
 	}
 	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
+	return nil
+}
+
+func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistered) error {
+	t, err := s.tenantOf(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := webhookKind.fresh(s, p.WebhookID); err != nil {
+		return err
+	}
+	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
+		secret: p.Secret, createdAt: unix(rec.Time)}
+	s.webhooks[w.id] = w
+	t.webhooks = append(t.webhooks, w)
+	return nil
+}
+
+func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
+	w, err := webhookKind.of(s, rec, p.WebhookID)
+	if err != nil {
+		return err
+	}
+	delete(s.webhooks, w.id)
+	t := w.tenant
+	i := indexBySeq(t.webhooks, w.seq)
+	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
+	return nil
+}
+
+func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
+	w, err := webhookKind.of(s, rec, p.WebhookID)
+	if err != nil {
+		return err
+	}
+	w.disabled = true
 	return nil
 }

@@ -1,29 +1,14 @@
-package projections
+package projections_test
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
+	"demosvc/projections/projtest"
 )
-
-// benchSessions is the number of sessions the large benchmarks load:
-// 1,000,000, or DEMOSVC_BENCH_SESSIONS (CI runs every benchmark once with a
-// small figure).
-func benchSessions() int {
-	if n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS")); err == nil && n > 0 {
-		return n
-	}
-	return 1_000_000
-}
-
-func syntheticShape() SyntheticShape {
-	n := benchSessions()
-	return SyntheticShape{Sessions: n, Agents: 100, Contacts: max(1, n/10)}
-}
 
 // openSynthetic writes a synthetic log into a new store and returns it
 // open, without projections.
@@ -34,15 +19,15 @@ func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	if _, _, err := Synthetic(log, syntheticShape()); err != nil {
+	if _, _, err := projtest.Synthetic(log, projtest.BenchShape(projtest.BenchSessions())); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), benchSessions(), time.Since(start))
+	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), projtest.BenchSessions(), time.Since(start))
 	return dir, store, log
 }
 
@@ -55,7 +40,7 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkMemoryPerSession reports the heap the projections take per
-// session with benchSessions() sessions loaded (contacts, agents and every
+// session with projtest.BenchSessions() sessions loaded (contacts, agents and every
 // index included). Target: at most 400 B/session at 1,000,000.
 func BenchmarkMemoryPerSession(b *testing.B) {
 	_, store, log := openSynthetic(b)
@@ -65,19 +50,19 @@ func BenchmarkMemoryPerSession(b *testing.B) {
 	var perSession float64
 	for i := 0; i < b.N; i++ {
 		before := heapInUse()
-		state, err := ReplayLog(log, nil)
+		state, err := projections.ReplayLog(log, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		after := heapInUse()
-		perSession = float64(after-before) / float64(len(state.sessions))
+		perSession = float64(after-before) / float64(projections.SessionCount(state))
 		runtime.KeepAlive(state)
 	}
 	b.ReportMetric(perSession, "heap-B/session")
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkStartup reports how long Open takes with benchSessions()
+// BenchmarkStartup reports how long Open takes with projtest.BenchSessions()
 // sessions (about three events each): from a snapshot, and replaying the
 // whole log. Target: at most 2 s with a snapshot at 1,000,000.
 func BenchmarkStartup(b *testing.B) {
@@ -87,9 +72,9 @@ func BenchmarkStartup(b *testing.B) {
 	var withSnap, without time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		store.WriteSync(nil, snapMetaKey, append(snapMetaKey, 0xff))
+		store.WriteSync(nil, projections.SnapMetaKey, append(projections.SnapMetaKey, 0xff))
 		start := time.Now()
-		p, err := Open(log, DefaultOptions)
+		p, err := projections.Open(log, projections.DefaultOptions)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,7 +87,7 @@ func BenchmarkStartup(b *testing.B) {
 		}
 		p.Close()
 		start = time.Now()
-		p, err = Open(log, DefaultOptions)
+		p, err = projections.Open(log, projections.DefaultOptions)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,29 +1,22 @@
 package projections
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// Error codes. http/ owns the one table from code to status.
+// Error codes of the domain: the rules a command or a read breaks. http/
+// owns the one table from code to status, and the codes of transport
+// conditions (a missing key, a rate limit, a body it cannot take).
 const (
 	EInvalid             = "invalid_request"
-	EUnauthorized        = "unauthorized"
 	ENotFound            = "not_found"
-	EMethodNotAllowed    = "method_not_allowed"
 	EInvalidState        = "invalid_state"
 	EAgentInactive       = "agent_inactive"
 	ELimitExceeded       = "limit_exceeded"
-	EPayloadTooLarge     = "payload_too_large"
-	EUnsupportedMedia    = "unsupported_media_type"
-	ERateLimited         = "rate_limited"
 	EIdempotencyConflict = "idempotency_conflict"
 	EInternal            = "internal_error"
-	EUnavailable         = "unavailable"
 )
 
-// Error is an application error: a machine-readable code, a message for
-// people, and the request field it concerns, if any.
+// Error is a domain error: a machine-readable code, a message for people,
+// and the request field it concerns, if any.
 type Error struct {
 	Code    string
 	Message string
@@ -45,14 +38,4 @@ func Errorf(code, format string, args ...any) *Error {
 // ParamErrorf returns an *Error about request field param.
 func ParamErrorf(code, param, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Param: param}
-}
-
-// ErrorCode returns the code of err if it is an *Error, and EInternal
-// otherwise.
-func ErrorCode(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return EInternal
 }

@@ -3,12 +3,41 @@ package projections
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
+
+	"demosvc/eventlog"
 )
 
 // Validate methods check an event payload's values with the rules the
 // commands apply, so that an imported log holds only what the service
 // itself could have written.
+
+// Checker returns a function that applies each record it is given to s,
+// after checking its payload's values: what `log import` uses to refuse a
+// record the service could not have written. allowPrivate is
+// delivery.allow_private_networks: a webhook URL is held to the rules the
+// API applies at registration under the same setting.
+func (s *State) Checker(reg *eventlog.Registry, allowPrivate bool) func(rec *eventlog.Record) error {
+	return func(rec *eventlog.Record) error {
+		payload, err := reg.Decode(rec)
+		if err != nil {
+			return err
+		}
+		// Every registered payload type is a Validator: the registry
+		// refuses one that is not.
+		if err := payload.(eventlog.Validator).Validate(); err != nil {
+			return fmt.Errorf("%s: %w", rec.Type, err)
+		}
+		if w, ok := payload.(*WebhookRegistered); ok {
+			in := WebhookInput{URL: w.URL, Events: w.Events}
+			if err := in.Validate(allowPrivate); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
+		return s.apply(rec, payload)
+	}
+}
 
 func checkIDField(param, prefix, v string) error {
 	if _, ok := ParseID(prefix, v); !ok {
@@ -25,16 +54,26 @@ func (p *AccountCreated) Validate() error {
 	return CheckAccountInput(p.Name, p.Plan, p.RateLimitPerMinute)
 }
 
+func checkKeyID(v string) error {
+	if !strings.HasPrefix(v, "key_") {
+		return ParamErrorf(EInvalid, "key_id", "must start with key_")
+	}
+	return nil
+}
+
 // Validate checks an api_key.created payload.
 func (p *APIKeyCreated) Validate() error {
-	if !strings.HasPrefix(p.KeyID, "key_") {
-		return ParamErrorf(EInvalid, "key_id", "must start with key_")
+	if err := checkKeyID(p.KeyID); err != nil {
+		return err
 	}
 	if b, err := hex.DecodeString(p.KeyHash); err != nil || len(b) != 32 || p.KeyHash != strings.ToLower(p.KeyHash) {
 		return ParamErrorf(EInvalid, "key_hash", "must be the lowercase hex SHA-256 of the key")
 	}
 	return nil
 }
+
+// Validate checks an api_key.revoked payload.
+func (p *APIKeyRevoked) Validate() error { return checkKeyID(p.KeyID) }
 
 // Validate checks an agent.created payload.
 func (p *AgentCreated) Validate() error {
@@ -100,6 +139,28 @@ func (p *MeetingBooked) Validate() error {
 		err = ParamErrorf(EInvalid, "scheduled_at", "must be UTC, whole seconds, as %s", at)
 	}
 	return firstError(checkIDField("session_id", PrefixSession, p.SessionID), err, checkURL("calendar_link", p.CalendarLink))
+}
+
+// Validate checks a webhook.registered payload.
+func (p *WebhookRegistered) Validate() error {
+	if err := checkIDField("webhook_id", PrefixWebhook, p.WebhookID); err != nil {
+		return err
+	}
+	if len(p.Secret) == 0 {
+		return ParamErrorf(EInvalid, "secret", "must be sealed")
+	}
+	in := WebhookInput{URL: p.URL, Events: p.Events}
+	return in.Validate(true)
+}
+
+// Validate checks a webhook.deleted payload.
+func (p *WebhookDeleted) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
+}
+
+// Validate checks a webhook.disabled payload.
+func (p *WebhookDisabled) Validate() error {
+	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 
 func firstError(errs ...error) error {

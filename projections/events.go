@@ -1,8 +1,3 @@
-// Package projections holds demosvc's domain: the payloads of the events in
-// the log, the rules that decide which events a command causes, and the
-// in-memory state that every read is served from. It is a pure function of
-// the log: nothing here reads a clock, the config or randomness while
-// applying an event.
 package projections
 
 import "demosvc/eventlog"

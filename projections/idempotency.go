@@ -10,37 +10,40 @@ import (
 	"demosvc/eventlog"
 )
 
-// IdempotencyWindow is how long a recorded response is replayed.
+// IdempotencyWindow is how long a recorded answer is replayed.
 const IdempotencyWindow = 24 * time.Hour
 
 // MaxIdempotencyKey is the longest Idempotency-Key accepted.
 const MaxIdempotencyKey = 255
 
-// Idempotency asks the writer to record a command's first response under
-// Key and to replay it for a retry carrying the same key.
+// Idempotency asks the writer to record a command's first answer under Key
+// and to replay it for a retry carrying the same key.
 type Idempotency struct {
 	Key string
-	// Fingerprint identifies the request (method, path and body): a retry
-	// with the same key and another fingerprint is refused.
+	// Fingerprint identifies the request: a retry with the same key and
+	// another fingerprint is refused.
 	Fingerprint string
-	// Encode renders the command's outcome as the HTTP response to
-	// record. It is called on the writer for a result or an *Error.
-	Encode func(value any, err error) (status int, body []byte)
+	// Record renders the command's outcome, a result or an *Error, as the
+	// bytes to keep and to replay. It is called on the writer. The bytes
+	// are the caller's: the domain stores them and gives them back, and
+	// never reads them.
+	Record func(value any, err error) []byte
 	// Now is when the request arrived, for the 24 h window.
 	Now time.Time
 }
 
-// Replay is the recorded response to an earlier request with the same
-// Idempotency-Key: the caller sends it as it is.
+// Replay is the answer to a command run under an Idempotency: the bytes
+// Record made of the first outcome under its key, for the first request
+// and every retry alike.
 type Replay struct {
-	Status int
-	Body   []byte
+	Response []byte
 }
 
+// idemRecord is a recorded answer as the store keeps it. One without a
+// Response (the layout before it) is not loaded: it only loses its replay.
 type idemRecord struct {
 	Fingerprint string `msgpack:"f"`
-	Status      int    `msgpack:"s"`
-	Body        []byte `msgpack:"b"`
+	Response    []byte `msgpack:"r"`
 	Created     int64  `msgpack:"c"` // unix seconds
 }
 
@@ -52,12 +55,12 @@ func idemKey(account, key string) []byte {
 	return append(b, key...)
 }
 
-// loadIdempotency reads the recorded responses still inside the window.
+// loadIdempotency reads the recorded answers still inside the window.
 func loadIdempotency(store *eventlog.Store, now time.Time) (map[string]*idemRecord, error) {
 	out := map[string]*idemRecord{}
 	err := store.Scan([]byte{eventlog.KeyspaceIdempotency}, func(k, v []byte) error {
 		var r idemRecord
-		if err := msgpack.Unmarshal(v, &r); err != nil {
+		if err := msgpack.Unmarshal(v, &r); err != nil || r.Response == nil {
 			return nil // a damaged bookkeeping entry only loses a replay
 		}
 		if now.Sub(time.Unix(r.Created, 0)) < IdempotencyWindow {
@@ -68,7 +71,7 @@ func loadIdempotency(store *eventlog.Store, now time.Time) (map[string]*idemReco
 	return out, err
 }
 
-// idempotent runs cmd under its Idempotency-Key: a recorded response is
+// idempotent runs cmd under its Idempotency-Key: a recorded answer is
 // replayed, a new one recorded in the same transaction as the events.
 func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error) {
 	id := cmd.Idem
@@ -78,7 +81,7 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 			return outcome{err: ParamErrorf(EIdempotencyConflict, "Idempotency-Key",
 				"this Idempotency-Key was used with a different request in the last 24 hours")}, nil
 		}
-		return outcome{value: Replay{Status: r.Status, Body: r.Body}}, nil
+		return outcome{value: Replay{Response: r.Response}}, nil
 	}
 	out, broken := p.run(tx, cmd)
 	if broken != nil {
@@ -86,12 +89,11 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 	}
 	var domain *Error
 	if out.err != nil && !errors.As(out.err, &domain) {
-		return out, nil // storage trouble is not a response to keep
+		return out, nil // storage trouble is not an answer to keep
 	}
-	status, body := id.Encode(out.value, out.err)
-	r := &idemRecord{Fingerprint: id.Fingerprint, Status: status, Body: body, Created: id.Now.Unix()}
+	r := &idemRecord{Fingerprint: id.Fingerprint, Response: id.Record(out.value, out.err), Created: id.Now.Unix()}
 	// The command's events are in the transaction already: failing to
-	// record its response must abandon the group, not commit them.
+	// record its answer must abandon the group, not commit them.
 	var buf bytes.Buffer
 	if err := msgpack.NewEncoder(&buf).Encode(r); err != nil {
 		return outcome{}, err
@@ -100,5 +102,5 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 		return outcome{}, err
 	}
 	p.idem[string(k)] = r
-	return outcome{value: Replay{Status: status, Body: body}, records: out.records}, nil
+	return outcome{value: Replay{Response: r.Response}, records: out.records}, nil
 }

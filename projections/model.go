@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/btree"
 	"github.com/oklog/ulid/v2"
+
+	"demosvc/eventlog"
 )
 
 // ID is the 16 bytes of an entity id after its prefix: ids are kept in
@@ -31,31 +33,8 @@ func ParseID(prefix, s string) (ID, bool) {
 }
 
 // FormatID renders an id as the API shows it: prefix and 26 lowercase
-// characters, in one allocation (views format several per read).
-func FormatID(prefix string, id ID) string {
-	var buf [8 + ulid.EncodedSize]byte
-	if len(prefix) > 8 {
-		return prefix + strings.ToLower(id.String())
-	}
-	n := copy(buf[:], prefix)
-	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize])
-	for i := n; i < n+ulid.EncodedSize; i++ {
-		if c := buf[i]; c >= 'A' && c <= 'Z' {
-			buf[i] = c + 'a' - 'A'
-		}
-	}
-	return string(buf[:n+ulid.EncodedSize])
-}
-
-// mustID parses an id the log recorded; the writer only records ids it
-// minted, so a failure means a damaged or hand-edited log.
-func parseLogged(prefix, s string) (ID, error) {
-	id, ok := ParseID(prefix, s)
-	if !ok {
-		return ID{}, errorf("%q is not a %s id", s, prefix)
-	}
-	return id, nil
-}
+// characters.
+func FormatID(prefix string, id ID) string { return eventlog.FormatID(prefix, id) }
 
 // Agent statuses.
 const (
@@ -103,6 +82,10 @@ type tenant struct {
 	byStatus [statusCount]*btree.BTreeG[*session]
 	webhooks []*webhook // registration order; deleted ones removed
 }
+
+// emailKey is how a tenant indexes its contacts' e-mails: compared
+// case-insensitively, so a known contact is reused whatever its case.
+func emailKey(email string) string { return strings.ToLower(email) }
 
 func newTenant(a *Account) *tenant {
 	t := &tenant{account: a, emails: map[string]*contact{}}
@@ -168,8 +151,8 @@ func unix(t time.Time) int64 { return t.Unix() }
 func stamp(sec int64) Timestamp { return Timestamp(time.Unix(sec, 0)) }
 
 // apiTime renders unix seconds as the API shows times. Views carry plain
-// strings: encoding/json re-validates every custom marshaller's output,
-// which the hottest reads would pay for each timestamp.
+// strings rather than Timestamps: encoding/json re-validates every custom
+// marshaller's output, which a list would pay for each timestamp.
 func apiTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeFormat) }
 
 // AgentView is an agent as the API shows it.
@@ -213,42 +196,4 @@ type ContactView struct {
 
 func (c *contact) view() ContactView {
 	return ContactView{ID: FormatID(PrefixContact, c.id), Name: c.name, Email: c.email, Company: c.company, CreatedAt: apiTime(c.createdAt)}
-}
-
-// SessionView is a session as the API shows it.
-type SessionView struct {
-	ID              string  `json:"id"`
-	AgentID         string  `json:"agent_id"`
-	ContactID       string  `json:"contact_id"`
-	Status          string  `json:"status"`
-	IntentScore     int     `json:"intent_score"`
-	DurationSeconds int     `json:"duration_seconds"`
-	MeetingBooked   bool    `json:"meeting_booked"`
-	ReplayURL       *string `json:"replay_url"`
-	Signals         Signals `json:"signals"`
-	StartedAt       string  `json:"started_at"`
-	EndedAt         *string `json:"ended_at"`
-}
-
-func (s *session) view() SessionView {
-	v := SessionView{
-		ID:              FormatID(PrefixSession, s.id),
-		AgentID:         FormatID(PrefixAgent, s.agent.id),
-		ContactID:       FormatID(PrefixContact, s.contact.id),
-		Status:          s.status.String(),
-		IntentScore:     int(s.score),
-		DurationSeconds: int(s.duration),
-		MeetingBooked:   s.meeting != nil,
-		Signals:         Signals{Interest: int(s.signals[0]), Objections: int(s.signals[1]), BuyingSignals: int(s.signals[2])},
-		StartedAt:       apiTime(s.startedAt),
-	}
-	if s.replayURL != "" {
-		u := s.replayURL
-		v.ReplayURL = &u
-	}
-	if s.endedAt != 0 {
-		t := apiTime(s.endedAt)
-		v.EndedAt = &t
-	}
-	return v
 }

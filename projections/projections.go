@@ -1,7 +1,11 @@
+// Package projections holds demosvc's domain: the payloads of the events in
+// the log, the rules that decide which events a command causes, and the
+// in-memory state that every read is served from. It is a pure function of
+// the log: nothing here reads a clock, the config or randomness while
+// applying an event.
 package projections
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,16 +16,8 @@ import (
 )
 
 // Projections is the in-memory state of every account, kept as a pure
-// function of the log, and the single writer that changes it.
-//
-// A command goes to the writer goroutine, which checks it against the
-// current state and decides its events. The writer takes every command
-// queued at that moment as one group: it adds each command's events to one
-// log transaction and applies them to the state at once, so a later command
-// of the group is checked against the effects of the earlier ones. The state
-// stays write-locked until the group's single fsync returns, so no reader
-// ever sees a change that is not durable, and no two commands can both pass
-// a check that only one of them may pass.
+// function of the log, and the single writer that changes it (whose
+// invariant opens writer.go).
 type Projections struct {
 	log  *eventlog.Log
 	opts Options
@@ -30,7 +26,7 @@ type Projections struct {
 	snapMu      sync.Mutex // one snapshot at a time
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
-	idem        map[string]*idemRecord // recorded responses by idemKey; writer-owned
+	idem        map[string]*idemRecord // recorded answers by idemKey; writer-owned
 
 	mu    sync.RWMutex
 	state *State
@@ -40,37 +36,6 @@ type Projections struct {
 	stopped chan struct{}
 	once    sync.Once
 }
-
-// Command is one change request.
-type Command struct {
-	Account string // the account the events belong to
-	Actor   string // API key id, or "cli"
-	// Decide checks the command against s and returns the payloads
-	// (pointers to registered types) of the events it causes, in order, and
-	// any puts to commit with them. It runs on the writer goroutine; it must
-	// not block and must not change s. An empty result changes nothing.
-	Decide func(s *State) ([]any, []eventlog.Put, error)
-	// Result, if set, builds the answer from the state after the events
-	// are applied. It must return values, not pointers into s.
-	Result func(s *State) any
-	// Idem, if set, makes the command idempotent under a key; the answer is
-	// then a Replay.
-	Idem *Idempotency
-}
-
-type pending struct {
-	cmd  Command
-	done chan outcome
-}
-
-type outcome struct {
-	value   any
-	records []eventlog.Record
-	err     error
-}
-
-// maxGroup caps the commands one group commit takes.
-const maxGroup = 1024
 
 // Options are the settings commands decide with. They are read when a
 // command is decided, never when an event is applied.
@@ -182,38 +147,6 @@ func (p *Projections) Seq() uint64 {
 	return p.state.seq
 }
 
-// Do runs cmd on the writer and returns its Result once its events are
-// durable and applied. Errors are *Error for a refused command,
-// eventlog.ErrUnavailable when storage failed, and eventlog.ErrClosed.
-func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
-	req := &pending{cmd: cmd, done: make(chan outcome, 1)}
-	select {
-	case <-p.stop:
-		return nil, eventlog.ErrClosed
-	default:
-	}
-	select {
-	case p.queue <- req:
-	case <-p.stop:
-		return nil, eventlog.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	// Once queued, the command is decided and committed whatever the
-	// caller does; waiting for it keeps "acknowledged" meaning "durable".
-	select {
-	case out := <-req.done:
-		return out.value, out.err
-	case <-p.stopped:
-		select {
-		case out := <-req.done:
-			return out.value, out.err
-		default:
-			return nil, eventlog.ErrClosed
-		}
-	}
-}
-
 // Close stops the writer after the group in flight and saves a snapshot
 // if the state moved since the last one.
 func (p *Projections) Close() {
@@ -224,171 +157,4 @@ func (p *Projections) Close() {
 			p.snapshot()
 		}
 	})
-}
-
-// maybeSnapshot starts a background snapshot when SnapshotEvery events
-// have passed since the last one. Encoding holds the state read-locked, so
-// writes wait for it; reads do not.
-func (p *Projections) maybeSnapshot(seq uint64) {
-	every := uint64(p.opts.SnapshotEvery)
-	if every == 0 || seq < p.snapSeq.Load()+every || !p.snapRunning.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer p.snapRunning.Store(false)
-		p.snapshot()
-	}()
-}
-
-func (p *Projections) snapshot() {
-	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
-	start := time.Now()
-	seq, err := p.SaveSnapshot()
-	if err != nil {
-		p.opts.Logger.Error("snapshot failed", "err", err)
-		return
-	}
-	p.snapSeq.Store(seq)
-	p.opts.Logger.Info("snapshot saved", "seq", seq, "took", time.Since(start))
-}
-
-func (p *Projections) writer() {
-	defer close(p.stopped)
-	group := make([]*pending, 0, maxGroup)
-	for {
-		select {
-		case req := <-p.queue:
-			group = append(group[:0], req)
-		case <-p.stop:
-			p.drain()
-			return
-		}
-	gather:
-		for len(group) < maxGroup {
-			select {
-			case req := <-p.queue:
-				group = append(group, req)
-			default:
-				break gather
-			}
-		}
-		outs := p.commit(group)
-		for i, req := range group {
-			req.done <- outs[i]
-		}
-		p.maybeSnapshot(p.Seq())
-	}
-}
-
-func (p *Projections) drain() {
-	for {
-		select {
-		case req := <-p.queue:
-			req.done <- outcome{err: eventlog.ErrClosed}
-		default:
-			return
-		}
-	}
-}
-
-// commit decides, applies and commits one group.
-func (p *Projections) commit(group []*pending) []outcome {
-	outs := make([]outcome, len(group))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	tx, err := p.log.Begin()
-	if err != nil {
-		for i := range outs {
-			outs[i].err = err
-		}
-		return outs
-	}
-	var broken error
-	for i, req := range group {
-		if outs[i], broken = p.decide(tx, req.cmd); broken != nil {
-			break
-		}
-	}
-	if broken != nil {
-		// A command produced an event the state cannot apply: a bug. Commit
-		// nothing of this group, and go back to what the log says.
-		tx.Abort()
-		p.rebuild()
-		return failAll(outs, fmt.Errorf("%w", broken))
-	}
-	if err := tx.Commit(); err != nil {
-		// The state now holds changes that may not be on disk. Go back to
-		// exactly what the durable log says.
-		p.rebuild()
-		return failAll(outs, err)
-	}
-	return outs
-}
-
-func failAll(outs []outcome, err error) []outcome {
-	for i := range outs {
-		if outs[i].err == nil {
-			outs[i] = outcome{err: err}
-		}
-	}
-	return outs
-}
-
-// rebuild replaces the state by a replay of the durable log, and the
-// recorded responses by what the store holds.
-func (p *Projections) rebuild() {
-	s, err := ReplayLog(p.log, nil)
-	if err != nil {
-		// Never keep serving changes that may not be on disk: an empty
-		// state shows nothing rather than something false.
-		p.opts.Logger.Error("rebuilding the state after a failed commit", "err", err)
-		s = NewState()
-	}
-	p.state = s
-	if idem, err := loadIdempotency(p.log.Store(), time.Now()); err == nil {
-		p.idem = idem
-	}
-}
-
-// decide runs one command. A non-nil second result means the group must
-// be abandoned: the state has taken part of an event it could not apply.
-func (p *Projections) decide(tx *eventlog.Txn, cmd Command) (out outcome, broken error) {
-	defer func() {
-		if r := recover(); r != nil {
-			broken = fmt.Errorf("command panicked: %v", r)
-		}
-	}()
-	if cmd.Idem != nil {
-		return p.idempotent(tx, cmd)
-	}
-	return p.run(tx, cmd)
-}
-
-// run decides, adds and applies one command's events.
-func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken error) {
-	payloads, puts, err := cmd.Decide(p.state)
-	if err != nil {
-		return outcome{err: err}, nil
-	}
-	if len(payloads) > 0 || len(puts) > 0 {
-		events := make([]eventlog.Event, len(payloads))
-		for i, pl := range payloads {
-			events[i] = eventlog.Event{Account: cmd.Account, Actor: cmd.Actor, Payload: pl}
-		}
-		recs, err := tx.Add(events, puts...)
-		if err != nil {
-			return outcome{err: err}, nil
-		}
-		for i := range recs {
-			if err := p.state.apply(&recs[i], payloads[i]); err != nil {
-				return outcome{}, fmt.Errorf("applying %s: %w", recs[i].Type, err)
-			}
-		}
-		out.records = recs
-	}
-	if cmd.Result != nil {
-		out.value = cmd.Result(p.state)
-	}
-	return out, nil
 }

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"strings"
 
 	"demosvc/eventlog"
 )
@@ -82,13 +81,12 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 	}
 	sid := p.log.IDs().New(PrefixSession)
 	newContact := p.log.IDs().New(PrefixContact)
-	agentID, _ := ParseID(PrefixAgent, in.AgentID)
 	id, _ := ParseID(PrefixSession, sid)
 	return p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			a := s.agentIn(pr.Account.ID, agentID)
-			if a == nil {
+			a, ok := agentKind.in(s, pr.Account.ID, in.AgentID)
+			if !ok {
 				return nil, nil, ParamErrorf(ENotFound, "agent_id", "no agent %q", in.AgentID)
 			}
 			if !a.active {
@@ -97,13 +95,11 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			var events []any
 			contactID := newContact
 			if in.ContactID != nil {
-				cid, _ := ParseID(PrefixContact, *in.ContactID)
-				c := s.contacts[cid]
-				if c == nil || c.tenant != a.tenant {
+				if _, ok := contactKind.in(s, pr.Account.ID, *in.ContactID); !ok {
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
 				}
 				contactID = *in.ContactID
-			} else if c := a.tenant.emails[strings.ToLower(in.Contact.Email)]; c != nil {
+			} else if c := a.tenant.emails[emailKey(in.Contact.Email)]; c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
 				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
@@ -111,17 +107,8 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
 		},
-		Result: func(s *State) any { return s.sessions[id].view() },
+		Result: func(s *State) any { return s.sessions[id].answer() },
 	})
-}
-
-// sessionIn returns the session id of account, or nil.
-func (s *State) sessionIn(account string, id ID) *session {
-	ses := s.sessions[id]
-	if ses == nil || ses.agent.tenant.account.ID != account {
-		return nil
-	}
-	return ses
 }
 
 // sessionCommand runs a command on one session of the caller's account.
@@ -134,14 +121,14 @@ func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionI
 	return p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			ses := s.sessionIn(pr.Account.ID, id)
-			if ses == nil {
+			ses, ok := sessionKind.in(s, pr.Account.ID, sessionID)
+			if !ok {
 				return nil, nil, notFound("session", sessionID)
 			}
 			events, err := decide(s, ses)
 			return events, nil, err
 		},
-		Result: func(s *State) any { return s.sessions[id].view() },
+		Result: func(s *State) any { return s.sessions[id].answer() },
 	})
 }
 
@@ -244,41 +231,15 @@ func (p *Projections) BookMeeting(ctx context.Context, pr Principal, sessionID s
 	})
 }
 
-// Session returns one session of account.
-func (p *Projections) Session(account, sessionID string) (SessionView, error) {
-	id, ok := ParseID(PrefixSession, sessionID)
-	if !ok {
-		return SessionView{}, notFound("session", sessionID)
-	}
-	var v SessionView
-	var found bool
-	p.View(func(s *State) {
-		if ses := s.sessionIn(account, id); ses != nil {
-			v, found = ses.view(), true
-		}
-	})
-	if !found {
-		return SessionView{}, notFound("session", sessionID)
-	}
-	return v, nil
-}
-
 // SessionFilter narrows a session list.
 type SessionFilter struct {
 	AgentID, ContactID, Status string
 }
 
-// Sessions lists the sessions of account, most recent first (by the order
-// they started), through the smallest index that fits the filter.
-func (p *Projections) Sessions(account string, f SessionFilter, q ListQuery) (Page[SessionView], error) {
-	page := Page[SessionView]{Data: []SessionView{}}
-	err := p.eachSession(account, f, q, func(ses *session) { page.Data = append(page.Data, ses.view()) }, &page.More)
-	return page, err
-}
-
-// SessionsJSON is Sessions rendered as {"data":[…]} straight from the
-// state, with the id of the last session on the page (for the next page's
-// cursor) and whether more remain.
+// SessionsJSON lists the sessions of account, most recent first (by the
+// order they started), through the smallest index that fits the filter. It
+// returns {"data":[…]} written straight from the state, the id of the last
+// session on the page (for the next page's cursor) and whether more remain.
 func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
 	body = make([]byte, 0, 64+420*q.Limit)
 	body = append(body, `{"data":[`...)
@@ -296,22 +257,10 @@ func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery)
 	return append(body, "]}"...), lastID, more, err
 }
 
-// SessionJSON is Session rendered as JSON straight from the state.
+// SessionJSON returns one session of account as JSON, written straight from
+// the state.
 func (p *Projections) SessionJSON(account, sessionID string) ([]byte, error) {
-	id, ok := ParseID(PrefixSession, sessionID)
-	if !ok {
-		return nil, notFound("session", sessionID)
-	}
-	var b []byte
-	p.View(func(s *State) {
-		if ses := s.sessionIn(account, id); ses != nil {
-			b = ses.appendJSON(make([]byte, 0, 420))
-		}
-	})
-	if b == nil {
-		return nil, notFound("session", sessionID)
-	}
-	return b, nil
+	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(make([]byte, 0, 420)) })
 }
 
 // eachSession calls emit, with the state read-locked, for each session of
@@ -324,48 +273,24 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 			return ParamErrorf(EInvalid, "status", "must be in_progress, completed or abandoned, got %q", f.Status)
 		}
 	}
-	var err error
-	p.View(func(s *State) {
-		t := s.tenants[account]
-		if t == nil {
-			return
-		}
-		var after *session
-		if q.StartingAfter != "" {
-			id, ok := ParseID(PrefixSession, q.StartingAfter)
-			if after = s.sessions[id]; !ok || after == nil || after.agent.tenant != t {
-				err = ParamErrorf(EInvalid, "starting_after", "no session %q in this account", q.StartingAfter)
-				return
-			}
-		}
+	return listing(p, sessionKind, account, q, func(s *State, t *tenant, after uint64) {
 		var agentF *agent
 		var contactF *contact
+		var ok bool
 		if f.AgentID != "" {
-			id, ok := ParseID(PrefixAgent, f.AgentID)
-			if agentF = s.agents[id]; !ok || agentF == nil || agentF.tenant != t {
+			if agentF, ok = agentKind.in(s, account, f.AgentID); !ok {
 				return // no such agent in the account: an empty list
 			}
 		}
 		if f.ContactID != "" {
-			id, ok := ParseID(PrefixContact, f.ContactID)
-			if contactF = s.contacts[id]; !ok || contactF == nil || contactF.tenant != t {
+			if contactF, ok = contactKind.in(s, account, f.ContactID); !ok {
 				return
 			}
 		}
-		n := 0
-		visit := func(ses *session) bool {
-			if (agentF != nil && ses.agent != agentF) || (contactF != nil && ses.contact != contactF) ||
-				(f.Status != "" && ses.status != status) {
-				return true
-			}
-			if n == q.Limit {
-				*more = true
-				return false
-			}
-			emit(ses)
-			n++
-			return true
-		}
+		visit := taking(q.Limit, func(ses *session) bool {
+			return (agentF == nil || ses.agent == agentF) && (contactF == nil || ses.contact == contactF) &&
+				(f.Status == "" || ses.status == status)
+		}, emit, more)
 		switch {
 		case contactF != nil:
 			descend(contactF.sessions, after, visit)
@@ -373,77 +298,23 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 			descend(agentF.sessions, after, visit)
 		case f.Status != "":
 			tree := t.byStatus[status]
-			if after == nil {
+			if after == 0 {
 				tree.Descend(visit)
 			} else {
-				tree.DescendLessOrEqual(&session{seq: after.seq - 1}, visit)
+				tree.DescendLessOrEqual(&session{seq: after - 1}, visit)
 			}
 		default:
 			descend(t.sessions, after, visit)
 		}
 	})
-	return err
-}
-
-// descend walks sessions (in start order) from the newest, or from just
-// before after, until emit returns false.
-func descend(list []*session, after *session, emit func(*session) bool) {
-	start := len(list) - 1
-	if after != nil {
-		start = indexBySeq(list, after.seq, func(s *session) uint64 { return s.seq }) - 1
-	}
-	for i := start; i >= 0; i-- {
-		if !emit(list[i]) {
-			return
-		}
-	}
 }
 
 // Contact returns one contact of account.
 func (p *Projections) Contact(account, contactID string) (ContactView, error) {
-	id, ok := ParseID(PrefixContact, contactID)
-	if !ok {
-		return ContactView{}, notFound("contact", contactID)
-	}
-	var v ContactView
-	var found bool
-	p.View(func(s *State) {
-		if c := s.contacts[id]; c != nil && c.tenant.account.ID == account {
-			v, found = c.view(), true
-		}
-	})
-	if !found {
-		return ContactView{}, notFound("contact", contactID)
-	}
-	return v, nil
+	return one(p, contactKind, account, contactID, (*contact).view)
 }
 
 // Contacts lists the contacts of account, most recent first.
 func (p *Projections) Contacts(account string, q ListQuery) (Page[ContactView], error) {
-	page := Page[ContactView]{Data: []ContactView{}}
-	var err error
-	p.View(func(s *State) {
-		t := s.tenants[account]
-		if t == nil {
-			return
-		}
-		start := len(t.contacts) - 1
-		if q.StartingAfter != "" {
-			id, ok := ParseID(PrefixContact, q.StartingAfter)
-			c := s.contacts[id]
-			if !ok || c == nil || c.tenant != t {
-				err = ParamErrorf(EInvalid, "starting_after", "no contact %q in this account", q.StartingAfter)
-				return
-			}
-			start = indexBySeq(t.contacts, c.seq, func(c *contact) uint64 { return c.seq }) - 1
-		}
-		for i := start; i >= 0; i-- {
-			if len(page.Data) == q.Limit {
-				page.More = true
-				break
-			}
-			page.Data = append(page.Data, t.contacts[i].view())
-		}
-	})
-	return page, err
+	return page(p, contactKind, account, q, nil, (*contact).view)
 }

@@ -274,7 +274,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 			c := &contact{id: r.id(), tenant: t, seq: r.uint(), name: r.str(), email: r.str(), company: r.str(), createdAt: r.int()}
 			t.contacts[i] = c
 			s.contacts[c.id] = c
-			t.emails[lower(c.email)] = c
+			t.emails[emailKey(c.email)] = c
 		}
 		t.sessions = make([]*session, r.len())
 		for i := range t.sessions {

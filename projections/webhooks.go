@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 
 	"demosvc/delivery/netguard"
 	"demosvc/eventlog"
@@ -76,7 +77,7 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 	}
 	seen := map[string]bool{}
 	for i, e := range in.Events {
-		if !contains(webhookEvents, e) {
+		if !slices.Contains(webhookEvents, e) {
 			return ParamErrorf(EInvalid, "events", "events[%d] %q is not an event; known: %v", i, e, webhookEvents)
 		}
 		if seen[e] {
@@ -85,15 +86,6 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 		seen[e] = true
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // RegisterWebhook registers a webhook and answers its signing secret, the
@@ -134,7 +126,7 @@ func (p *Projections) DeleteWebhook(ctx context.Context, pr Principal, webhookID
 	_, err := p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			if w := s.webhooks[webhookID]; w == nil || w.tenant.account.ID != pr.Account.ID {
+			if _, ok := webhookKind.in(s, pr.Account.ID, webhookID); !ok {
 				return nil, nil, notFound("webhook", webhookID)
 			}
 			return []any{&WebhookDeleted{WebhookID: webhookID}}, nil, nil
@@ -165,104 +157,12 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason stri
 	return err
 }
 
-func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("disabling unknown webhook %s", p.WebhookID)
-	}
-	w.disabled = true
-	return nil
-}
-
-// Validate checks a webhook.disabled payload.
-func (p *WebhookDisabled) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
-}
-
 // Webhook returns one webhook of account, without its secret.
 func (p *Projections) Webhook(account, webhookID string) (WebhookView, error) {
-	var v WebhookView
-	var found bool
-	p.View(func(s *State) {
-		if w := s.webhooks[webhookID]; w != nil && w.tenant.account.ID == account {
-			v, found = w.view(), true
-		}
-	})
-	if !found {
-		return WebhookView{}, notFound("webhook", webhookID)
-	}
-	return v, nil
+	return one(p, webhookKind, account, webhookID, (*webhook).view)
 }
 
 // Webhooks lists the webhooks of account, most recent first.
 func (p *Projections) Webhooks(account string, q ListQuery) (Page[WebhookView], error) {
-	page := Page[WebhookView]{Data: []WebhookView{}}
-	var err error
-	p.View(func(s *State) {
-		t := s.tenants[account]
-		if t == nil {
-			return
-		}
-		start := len(t.webhooks) - 1
-		if q.StartingAfter != "" {
-			w := s.webhooks[q.StartingAfter]
-			if w == nil || w.tenant != t {
-				err = ParamErrorf(EInvalid, "starting_after", "no webhook %q in this account", q.StartingAfter)
-				return
-			}
-			start = indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq }) - 1
-		}
-		for i := start; i >= 0; i-- {
-			if len(page.Data) == q.Limit {
-				page.More = true
-				break
-			}
-			page.Data = append(page.Data, t.webhooks[i].view())
-		}
-	})
-	return page, err
-}
-
-func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistered) error {
-	t, err := s.tenantOf(rec)
-	if err != nil {
-		return err
-	}
-	if s.webhooks[p.WebhookID] != nil {
-		return errorf("webhook %s exists", p.WebhookID)
-	}
-	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
-		secret: p.Secret, createdAt: unix(rec.Time)}
-	s.webhooks[w.id] = w
-	t.webhooks = append(t.webhooks, w)
-	return nil
-}
-
-func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) error {
-	w := s.webhooks[p.WebhookID]
-	if w == nil || w.tenant.account.ID != rec.Account {
-		return errorf("deleting unknown webhook %s", p.WebhookID)
-	}
-	delete(s.webhooks, w.id)
-	t := w.tenant
-	i := indexBySeq(t.webhooks, w.seq, func(w *webhook) uint64 { return w.seq })
-	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
-	return nil
-}
-
-// Validate checks a webhook.registered payload.
-func (p *WebhookRegistered) Validate() error {
-	if err := checkIDField("webhook_id", PrefixWebhook, p.WebhookID); err != nil {
-		return err
-	}
-	if len(p.Secret) == 0 {
-		return ParamErrorf(EInvalid, "secret", "must be sealed")
-	}
-	in := WebhookInput{URL: p.URL, Events: p.Events}
-	return in.Validate(true)
-}
-
-// Validate checks a webhook.deleted payload.
-func (p *WebhookDeleted) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
+	return page(p, webhookKind, account, q, nil, (*webhook).view)
 }

@@ -1,0 +1,36 @@
+package http
+
+import (
+	crand "crypto/rand"
+	"sync/atomic"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"demosvc/eventlog"
+)
+
+// requestIDs mints request ids cheaply: a ULID of the current time whose
+// entropy is a per-process random prefix and a counter. They are unique
+// and sortable but not secret, which is all a request id needs.
+type requestIDs struct {
+	prefix [6]byte
+	n      atomic.Uint32
+}
+
+// newRequestIDs returns a request id source with a random prefix.
+func newRequestIDs() *requestIDs {
+	r := &requestIDs{}
+	crand.Read(r.prefix[:])
+	return r
+}
+
+// New returns "req_" + 26 lowercase ULID characters.
+func (r *requestIDs) New() string {
+	var id ulid.ULID
+	_ = id.SetTime(ulid.Timestamp(time.Now()))
+	copy(id[6:12], r.prefix[:])
+	n := r.n.Add(1)
+	id[12], id[13], id[14], id[15] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return eventlog.FormatID("req_", id)
+}

@@ -1,0 +1,140 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func encodingJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func TestAppendStringEscapesAsEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		"", "plain", "https://replay.example.com/s?a=1&b=<2>\"\\\n\t\x01\u2028é\xff", "\u2029\b\f\r", "日本語",
+	} {
+		if got, want := appendString(nil, in), encodingJSON(t, in); !bytes.Equal(got, want) {
+			t.Errorf("%q:\n got  %s\n want %s", in, got, want)
+		}
+	}
+}
+
+// sessionJSON is a session as the API shows it, every field.
+type sessionJSON struct {
+	ID              string  `json:"id"`
+	AgentID         string  `json:"agent_id"`
+	ContactID       string  `json:"contact_id"`
+	Status          string  `json:"status"`
+	IntentScore     int     `json:"intent_score"`
+	DurationSeconds int     `json:"duration_seconds"`
+	MeetingBooked   bool    `json:"meeting_booked"`
+	ReplayURL       *string `json:"replay_url"`
+	Signals         Signals `json:"signals"`
+	StartedAt       string  `json:"started_at"`
+	EndedAt         *string `json:"ended_at"`
+}
+
+// decodeStrictly decodes b into v, refusing a field v does not have.
+func decodeStrictly(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+}
+
+func TestSessionJSONShowsWhatWasReported(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	url := "https://replay.example.com/é?q=\"x\"&<y>"
+	var started []sessionFields
+	for i := 0; i < 5; i++ {
+		started = append(started, e.session(pr, ag.ID, fmt.Sprintf("p%d@example.com", i)))
+	}
+	ctx := t.Context()
+	score, duration := 77, 600
+	answers := map[string]any{}
+	var err error
+	answers[started[1].ID], err = e.p.CompleteSession(ctx, pr, started[1].ID,
+		Figures{IntentScore: &score, Signals: &Signals{1, 2, 3}, DurationSeconds: &duration, ReplayURL: &url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answers[started[2].ID], err = e.p.AbandonSession(ctx, pr, started[2].ID, Figures{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	meeting := MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}
+	if answers[started[3].ID], err = e.p.BookMeeting(ctx, pr, started[3].ID, meeting, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	want := func(i int, status string) sessionJSON {
+		return sessionJSON{ID: started[i].ID, AgentID: ag.ID, ContactID: started[i].ContactID, Status: status}
+	}
+	completed := want(1, StatusCompleted)
+	completed.IntentScore, completed.DurationSeconds, completed.ReplayURL, completed.Signals = 77, 600, &url, Signals{1, 2, 3}
+	booked := want(3, StatusInProgress)
+	booked.MeetingBooked = true
+	wants := []sessionJSON{want(0, StatusInProgress), completed, want(2, StatusAbandoned), booked, want(4, StatusInProgress)}
+	for i, w := range wants {
+		b, err := e.p.SessionJSON(pr.Account.ID, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got sessionJSON
+		decodeStrictly(t, b, &got)
+		if _, err := time.Parse(time.RFC3339, got.StartedAt); err != nil {
+			t.Errorf("session %d: started_at %q: %v", i, got.StartedAt, err)
+		}
+		if ended := w.Status != StatusInProgress; (got.EndedAt != nil) != ended || (ended && *got.EndedAt < got.StartedAt) {
+			t.Errorf("session %d (%s): ended_at %v, started_at %s", i, w.Status, got.EndedAt, got.StartedAt)
+		}
+		got.StartedAt, got.EndedAt = "", nil
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("session %d:\n got  %+v\n want %+v", i, got, w)
+		}
+		if a, ok := answers[w.ID]; ok && !bytes.Equal(a.(json.RawMessage), b) {
+			t.Errorf("session %d: the command answered\n %s\nbut a read shows\n %s", i, a, b)
+		}
+	}
+
+	var pages [][]string
+	q := ListQuery{Limit: 3}
+	for {
+		body, last, more, err := e.p.SessionsJSON(pr.Account.ID, SessionFilter{}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct{ Data []sessionJSON }
+		decodeStrictly(t, body, &page)
+		var ids []string
+		for _, s := range page.Data {
+			ids = append(ids, s.ID)
+		}
+		pages = append(pages, ids)
+		if last != ids[len(ids)-1] {
+			t.Errorf("page %d: last id %s, want %s", len(pages), last, ids[len(ids)-1])
+		}
+		if !more {
+			break
+		}
+		q.StartingAfter = last
+	}
+	wantPages := [][]string{{started[4].ID, started[3].ID, started[2].ID}, {started[1].ID, started[0].ID}}
+	if !reflect.DeepEqual(pages, wantPages) {
+		t.Errorf("pages %v, want %v (newest first)", pages, wantPages)
+	}
+}
