@@ -82,7 +82,9 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	// /readyz says 503 while the log replays; the API server, built with
 	// every dependency once they exist, then takes the address over.
 	stopping := make(chan struct{})
-	addr := demohttp.NewSwitch(demohttp.NewStarting(logger, metrics, stopping))
+	health := demohttp.NewHealth(log, stopping)
+	metrics.Registry.MustRegister(health.Collectors()...)
+	addr := demohttp.NewSwitch(demohttp.NewStarting(logger, metrics, health))
 	apiLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -105,6 +107,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	errc := make(chan error, 2)
 	go func() { errc <- apiSrv.Serve(apiLn) }()
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "head_seq", log.DurableSeq())
+
+	// The chain is checked in the background from seq 1: damage that a
+	// start from a snapshot never reads is still found.
+	verifyCtx, stopVerify := context.WithCancel(context.Background())
+	defer stopVerify()
+	go health.Verify(verifyCtx, logger)
 
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
 	if err != nil {
@@ -143,7 +151,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
-		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping}))
+		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health}))
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 

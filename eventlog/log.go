@@ -169,6 +169,11 @@ func (l *Log) failure() error {
 	return nil
 }
 
+// Unavailable returns the storage failure that stopped the log from taking
+// writes (it wraps ErrUnavailable), or nil while it takes them. Once set it
+// stays set: only a restart, which recovers what is on disk, clears it.
+func (l *Log) Unavailable() error { return l.failure() }
+
 // publish makes every seq up to seq visible to readers and wakes waiters.
 // The durable head only moves forward: a later batch's sync implies the
 // earlier ones', so publishing out of order never shows an unsynced seq.

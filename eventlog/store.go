@@ -182,6 +182,10 @@ func lockError(dataDir string, err error) error {
 	return fmt.Errorf("%w: %s", ErrLocked, dataDir)
 }
 
+// Flush writes Pebble's memtable to an SST file, so that everything
+// committed so far is in table files as well as in the WAL.
+func (s *Store) Flush() error { return s.db.Flush() }
+
 // Dir returns the data dir.
 func (s *Store) Dir() string { return s.dir }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"demosvc/eventlog"
 	"demosvc/projections"
@@ -45,9 +46,17 @@ func answerError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, er
 	e, ok := shown(err)
 	switch {
 	case ok:
-	case errors.Is(err, eventlog.ErrUnavailable), errors.Is(err, eventlog.ErrClosed):
-		logger.Error("write refused", "err", err, "request_id", w.Header().Get("X-Request-Id"))
-		e = ErrorObject{Code: EUnavailable, Message: "the service cannot accept writes right now; retry later"}
+	case errors.Is(err, eventlog.ErrUnavailable):
+		// Every write fails alike until a restart: one line per interval,
+		// with the count of those left out, instead of one per request.
+		if ok, dropped := refusedWrites.allow(time.Now()); ok {
+			logger.Error("write refused: storage failed; restart demosvc once the disk is fixed", "err", err,
+				"request_id", w.Header().Get("X-Request-Id"), "refusals_not_logged", dropped)
+		}
+		e = ErrorObject{Code: EUnavailable, Message: "the service stopped taking writes after a storage failure; " +
+			"reads go on; it takes writes again once an operator has fixed the disk and restarted it"}
+	case errors.Is(err, eventlog.ErrClosed):
+		e = ErrorObject{Code: EUnavailable, Message: "the service is shutting down; retry shortly"}
 	default:
 		logger.Error("internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
 			"method", r.Method, "path", r.URL.Path)

@@ -59,7 +59,7 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 // routes registers every route of the public API in one place (the open
 // ones in newRouter).
 func (s *Server) routes() http.Handler {
-	r := newRouter(s.deps.Logger, s.deps.Metrics, readiness(s.deps.Stopping, true), s.authenticated)
+	r := newRouter(s.deps.Logger, s.deps.Metrics, s.deps.Health.readiness(true), s.authenticated)
 	api := func(method, path string, h http.HandlerFunc) {
 		r.Handler(method, path, route(path, s.authenticated(h)))
 	}
@@ -93,25 +93,6 @@ func (s *Server) routes() http.Handler {
 
 func handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// readiness answers /readyz: 503 "stopping" once stopping is closed,
-// otherwise 200 "ready" for a server over a rebuilt state and 503
-// "starting" before.
-func readiness(stopping <-chan struct{}, ready bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-stopping:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
-			return
-		default:
-		}
-		if !ready {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	}
 }
 
 // AccountView is the body of GET /v1/account.

@@ -29,6 +29,10 @@ type Deps struct {
 	// Stopping is closed when the process begins to shut down: /readyz
 	// answers 503 "stopping" from then on. nil never closes.
 	Stopping <-chan struct{}
+	// Health reports read-only storage and the background verification
+	// on /readyz; the caller registers its Collectors. nil watches Log
+	// with Stopping, without verification, and registers its gauges.
+	Health *Health
 }
 
 // Server is the public HTTP API over a rebuilt state. Build it with
@@ -53,6 +57,10 @@ func NewServer(d Deps) *Server {
 	}
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(func() float64 { return float64(d.Log.DurableSeq()) })
+	}
+	if d.Health == nil {
+		d.Health = NewHealth(d.Log, d.Stopping)
+		d.Metrics.Registry.MustRegister(d.Health.Collectors()...)
 	}
 	s := &Server{
 		deps:     d,

@@ -217,7 +217,8 @@ func TestNotReadyUntilTheStateIsRebuilt(t *testing.T) {
 	ts := newTestServer(t, nil)
 	stopping := make(chan struct{})
 	metrics := NewMetrics(func() float64 { return 0 })
-	addr := NewSwitch(NewStarting(ts.deps.Logger, metrics, stopping))
+	health := NewHealth(ts.deps.Log, stopping)
+	addr := NewSwitch(NewStarting(ts.deps.Logger, metrics, health))
 	get := func(method, path string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, nil)
 		req.Header.Set("Authorization", "Bearer "+ts.key)
@@ -250,7 +251,7 @@ func TestNotReadyUntilTheStateIsRebuilt(t *testing.T) {
 	}
 
 	d := ts.deps
-	d.Metrics, d.Stopping = metrics, stopping
+	d.Metrics, d.Stopping, d.Health = metrics, stopping, health
 	addr.To(NewServer(d))
 	if w := get("GET", "/readyz"); w.Code != 200 {
 		t.Errorf("/readyz when ready = %d", w.Code)

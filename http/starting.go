@@ -13,16 +13,16 @@ import (
 
 // NewStarting returns what the API address answers while the state is
 // rebuilt: /healthz is up, /readyz answers 503 "starting" (or "stopping"
-// once stopping closes), /metrics works, and every /v1 request is 503
+// once the health's stopping closes), /metrics works, and every /v1 request is 503
 // unavailable with Retry-After, so clients retry rather than fail.
-func NewStarting(logger *slog.Logger, metrics *Metrics, stopping <-chan struct{}) http.Handler {
+func NewStarting(logger *slog.Logger, metrics *Metrics, health *Health) http.Handler {
 	refuse := func(http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 			answerError(logger, w, r, apiError(EUnavailable, "", "starting: the state is being rebuilt from the log; retry shortly"))
 		}
 	}
-	return newFront(logger, metrics, newRouter(logger, metrics, readiness(stopping, false), refuse))
+	return newFront(logger, metrics, newRouter(logger, metrics, health.readiness(false), refuse))
 }
 
 // Switch is an http.Handler that serves through one handler, then another

@@ -107,6 +107,12 @@ func (p *Projections) snapshot() {
 	}
 	p.snapSeq.Store(seq)
 	p.opts.Logger.Info("snapshot saved", "seq", seq, "took", time.Since(start))
+	// The head mark moves with each snapshot, so that a WAL or SST that
+	// later loses records up to here is noticed at the next start even
+	// after a crash.
+	if err := p.log.MarkHead(); err != nil {
+		p.opts.Logger.Warn("recording the head mark", "err", err)
+	}
 }
 
 func (p *Projections) writer() {

@@ -1,0 +1,140 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"demosvc/eventlog"
+)
+
+// Health is what /readyz reports beyond starting and stopping: whether the
+// log still takes writes, and what the background verification of its hash
+// chain has found. One Health serves the starting handler and the server.
+type Health struct {
+	log      *eventlog.Log
+	stopping <-chan struct{}
+	verified atomic.Uint64
+	damage   atomic.Pointer[string]
+}
+
+// NewHealth watches log. /readyz answers "stopping" once stopping closes.
+func NewHealth(log *eventlog.Log, stopping <-chan struct{}) *Health {
+	return &Health{log: log, stopping: stopping}
+}
+
+// Verify checks the log's chain from seq 1, then every new record, until
+// ctx is done, publishing the verified seq; on a break it logs an ERROR
+// and /readyz reports it. It returns when ctx is done or on a break.
+func (h *Health) Verify(ctx context.Context, logger *slog.Logger) {
+	start := time.Now()
+	reported := false
+	err := h.log.VerifyFollow(ctx, func(seq uint64) {
+		h.verified.Store(seq)
+		if !reported && seq >= h.log.DurableSeq() {
+			reported = true
+			logger.Info("log verified", "seq", seq, "took", time.Since(start))
+		}
+	})
+	var ve *eventlog.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		msg := ve.Error()
+		h.damage.Store(&msg)
+		logger.Error("the log's hash chain is broken: restore the data dir from a backup",
+			"first_bad_seq", ve.Seq, "reason", ve.Reason, "verified_seq", h.verified.Load())
+	case err != nil && ctx.Err() == nil && !errors.Is(err, eventlog.ErrClosed):
+		logger.Error("verifying the log stopped", "err", err)
+	}
+}
+
+// Collectors returns the gauges of the log's health.
+func (h *Health) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_log_verified_seq",
+			Help: "Highest seq whose hash chain the background verification has checked since start-up.",
+		}, func() float64 { return float64(h.verified.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_read_only",
+			Help: "1 when a storage failure stopped the log from taking writes (a restart is needed), else 0.",
+		}, func() float64 {
+			if h.log.Unavailable() != nil {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_log_damaged",
+			Help: "1 when the background verification found the log's hash chain broken, else 0.",
+		}, func() float64 {
+			if h.damage.Load() != nil {
+				return 1
+			}
+			return 0
+		}),
+	}
+}
+
+// readiness answers /readyz: 503 "stopping" once shutdown began, 503
+// "starting" until the state is rebuilt (ready false), 503 "read_only"
+// after a storage failure, 503 "log_damaged" when verification found a
+// break, else 200 "ready".
+func (h *Health) readiness(ready bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-h.stopping:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			return
+		default:
+		}
+		if !ready {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+			return
+		}
+		if err := h.log.Unavailable(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "read_only",
+				"reason": err.Error() + "; reads go on, writes answer 503: fix the disk, then restart demosvc"})
+			return
+		}
+		if d := h.damage.Load(); d != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "log_damaged", "reason": *d,
+				"verified_seq": h.verified.Load(), "head_seq": h.log.DurableSeq()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	}
+}
+
+// logThrottle keeps a flood of identical errors (every write refused after
+// a storage failure) from flooding the log: one line per interval, which
+// says how many were left out since the last one.
+type logThrottle struct {
+	interval time.Duration
+	mu       sync.Mutex
+	last     time.Time
+	dropped  int
+}
+
+// allow reports whether to log now, and how many lines were dropped since
+// the last one logged.
+func (t *logThrottle) allow(now time.Time) (bool, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.last.IsZero() && now.Sub(t.last) < t.interval {
+		t.dropped++
+		return false, 0
+	}
+	n := t.dropped
+	t.last, t.dropped = now, 0
+	return true, n
+}
+
+// refusedWrites throttles the "write refused" line of answerError.
+var refusedWrites = &logThrottle{interval: 10 * time.Second}
