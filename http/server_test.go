@@ -20,7 +20,8 @@ import (
 // testServer runs the real stack on a real Pebble in a temp dir.
 type testServer struct {
 	*Server
-	logs  *bytes.Buffer
+	logs  *syncBuffer
+	store *eventlog.Store
 	state *projections.Projections
 	key   string // the bootstrap key; empty when the data dir had one already
 	close func()
@@ -40,7 +41,16 @@ func newTestServerTB(t testing.TB, mutate func(*config.Config)) *testServer {
 // the test's end) stops it.
 func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *testServer {
 	t.Helper()
-	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
+	return openTestServerOn(t, dir, mutate, eventlog.StoreOptions{})
+}
+
+// openTestServerOn is openTestServer on a store opened with storeOpts. A
+// store with a fault-injecting FS is not closed: Pebble may stay wedged
+// after a failed WAL sync.
+func openTestServerOn(t testing.TB, dir string, mutate func(*config.Config), storeOpts eventlog.StoreOptions) *testServer {
+	t.Helper()
+	storeOpts.Create = true
+	store, err := eventlog.OpenStore(dir, storeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +63,15 @@ func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *test
 		t.Fatal(err)
 	}
 	var once sync.Once
-	closeAll := func() { once.Do(func() { state.Close(); log.Close(); store.Close() }) }
+	closeAll := func() {
+		once.Do(func() {
+			state.Close()
+			log.Close()
+			if storeOpts.FS == nil {
+				store.Close()
+			}
+		})
+	}
 	t.Cleanup(closeAll)
 	cfg := config.Default()
 	if mutate != nil {
@@ -63,9 +81,27 @@ func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	s := NewServer(Deps{Log: log, State: state, Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	return &testServer{Server: s, logs: &logs, state: state, key: key.Key, close: closeAll}
+	logs := &syncBuffer{}
+	s := NewServer(Deps{Log: log, State: state, Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return &testServer{Server: s, logs: logs, store: store, state: state, key: key.Key, close: closeAll}
+}
+
+// syncBuffer is a log destination the server writes from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {

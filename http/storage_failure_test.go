@@ -1,21 +1,16 @@
 package http
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"demosvc/config"
 	"demosvc/eventlog"
 	"demosvc/eventlog/eventlogtest"
 	"demosvc/projections"
@@ -26,51 +21,13 @@ type faultyServer struct {
 	*testServer
 	log    *eventlog.Log
 	faults *eventlogtest.WALFaults
-	logs   *syncBuffer
-}
-
-// syncBuffer is a log destination the server writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newFaultyServer(t *testing.T) *faultyServer {
 	t.Helper()
 	fs, faults := eventlogtest.NewFS(nil)
-	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true, FS: fs, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := projections.Open(log, projections.DefaultOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Pebble may stay wedged after a failed WAL sync: do not close it.
-	t.Cleanup(func() { state.Close(); log.Close() })
-	_, key, _, err := state.Bootstrap(t.Context(), projections.PlanPro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	s := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	return &faultyServer{testServer: &testServer{Server: s, state: state, key: key.Key}, log: log, faults: faults, logs: logs}
+	ts := openTestServerOn(t, t.TempDir(), nil, eventlog.StoreOptions{FS: fs, Logger: slog.New(slog.DiscardHandler)})
+	return &faultyServer{testServer: ts, log: ts.deps.Log, faults: faults}
 }
 
 // A failed WAL write or fsync under the projections writer answers 503,
@@ -78,17 +35,8 @@ func newFaultyServer(t *testing.T) *faultyServer {
 // service then says it is read-only until a restart, on /readyz and in a
 // gauge, and logs the refusals without flooding.
 func TestAStorageFailureMakesTheServiceReadOnlyAndSaysSo(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		inject func(*eventlogtest.WALFaults, error)
-		err    error
-	}{
-		{"EIO on WAL sync", (*eventlogtest.WALFaults).FailSyncs, syscall.EIO},
-		{"ENOSPC on WAL sync", (*eventlogtest.WALFaults).FailSyncs, syscall.ENOSPC},
-		{"EIO on WAL write", (*eventlogtest.WALFaults).FailWrites, syscall.EIO},
-		{"ENOSPC on WAL write", (*eventlogtest.WALFaults).FailWrites, syscall.ENOSPC},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range eventlogtest.Faults {
+		t.Run(tc.Name, func(t *testing.T) {
 			refusedWrites.mu.Lock()
 			refusedWrites.last, refusedWrites.dropped = time.Time{}, 0
 			refusedWrites.mu.Unlock()
@@ -99,14 +47,14 @@ func TestAStorageFailureMakesTheServiceReadOnlyAndSaysSo(t *testing.T) {
 			if w := ts.do("GET", "/readyz", ""); w.Code != http.StatusOK {
 				t.Fatalf("/readyz before the fault = %d %s", w.Code, w.Body)
 			}
-			if got := gauge(t, ts, "demosvc_read_only"); got != "0" {
+			if got := gauge(t, ts.testServer, "demosvc_read_only"); got != "0" {
 				t.Errorf("demosvc_read_only before the fault = %s, want 0", got)
 			}
 			durable := ts.log.DurableSeq()
 
-			tc.inject(ts.faults, tc.err)
+			tc.Inject(ts.faults)
 			w := ts.do("POST", "/v1/agents", `{"name":"lost","sandbox_url":"https://sandbox.example.com/"}`, "Content-Type", "application/json")
-			tc.inject(ts.faults, nil)
+			ts.faults.Clear()
 			if w.Code != http.StatusServiceUnavailable {
 				t.Fatalf("create with a failing WAL = %d %s, want 503", w.Code, w.Body)
 			}
@@ -130,7 +78,7 @@ func TestAStorageFailureMakesTheServiceReadOnlyAndSaysSo(t *testing.T) {
 				ready.Status != "read_only" || !strings.Contains(ready.Reason, "restart") {
 				t.Errorf("/readyz after the failure = %d %s, want 503 read_only with a reason that says to restart", w.Code, w.Body)
 			}
-			if got := gauge(t, ts, "demosvc_read_only"); got != "1" {
+			if got := gauge(t, ts.testServer, "demosvc_read_only"); got != "1" {
 				t.Errorf("demosvc_read_only after the failure = %s, want 1", got)
 			}
 			if n := strings.Count(ts.logs.String(), "write refused"); n != 1 {
@@ -169,7 +117,7 @@ func TestTheLogThrottleCountsWhatItLeavesOut(t *testing.T) {
 }
 
 // gauge reads one unlabelled series from /metrics.
-func gauge(t *testing.T, ts *faultyServer, name string) string {
+func gauge(t *testing.T, ts *testServer, name string) string {
 	t.Helper()
 	w := ts.do("GET", "/metrics", "")
 	for _, line := range strings.Split(w.Body.String(), "\n") {
@@ -186,41 +134,22 @@ func gauge(t *testing.T, ts *faultyServer, name string) string {
 // verified seq stops before the damage.
 func TestBackgroundVerificationFindsDamageTheSnapshotHid(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*eventlog.Store, *eventlog.Log, *projections.Projections) {
-		t.Helper()
-		store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		state, err := projections.Open(log, projections.DefaultOptions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store, log, state
-	}
-	store, log, state := open()
+	ts := openTestServer(t, dir, nil)
 	for i := range 30 {
-		if _, err := state.CreateAccount(t.Context(), "cli", "a"+strings.Repeat("x", i), projections.PlanPro, 0); err != nil {
+		if _, err := ts.state.CreateAccount(t.Context(), "cli", "a"+strings.Repeat("x", i), projections.PlanPro, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Flush(); err != nil { // seqs 1..30 in the first SST
+	if err := ts.store.Flush(); err != nil { // the log so far in the first SST
 		t.Fatal(err)
 	}
-	if _, err := state.CreateAccount(t.Context(), "cli", "later", projections.PlanPro, 0); err != nil {
+	if _, err := ts.state.CreateAccount(t.Context(), "cli", "later", projections.PlanPro, 0); err != nil {
 		t.Fatal(err)
 	}
-	state.Close() // saves a snapshot at seq 31
-	log.Close()
-	store.Flush()
-	store.Close()
+	ts.close() // saves a snapshot past the first SST
 	ssts, _ := filepath.Glob(filepath.Join(dir, eventlog.PebbleDir, "*.sst"))
-	if len(ssts) < 2 {
-		t.Fatalf("want at least two SSTs, have %v", ssts)
+	if len(ssts) != 1 {
+		t.Fatalf("want the one SST of the flush, have %v", ssts)
 	}
 	b, err := os.ReadFile(ssts[0])
 	if err != nil {
@@ -233,21 +162,14 @@ func TestBackgroundVerificationFindsDamageTheSnapshotHid(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, log, state = open() // from the snapshot: the damaged SST is not read
-	defer func() { state.Close(); log.Close(); store.Close() }()
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	health := NewHealth(log, nil)
-	s := NewServer(Deps{Log: log, State: state, Config: config.Default(), Logger: logger, Health: health})
+	ts = openTestServer(t, dir, nil) // from the snapshot: the damaged SST is not read
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	health.Verify(ctx, logger) // returns at the break
+	ts.deps.Health.Verify(ctx, ts.deps.Logger) // returns at the break
 	if ctx.Err() != nil {
 		t.Fatal("the verification did not find the damage")
 	}
-	req := httptest.NewRequest("GET", "/readyz", nil)
-	w := httptest.NewRecorder()
-	s.ServeHTTP(w, req)
+	w := ts.do("GET", "/readyz", "")
 	var ready struct {
 		Status      string `json:"status"`
 		Reason      string `json:"reason"`
@@ -257,7 +179,10 @@ func TestBackgroundVerificationFindsDamageTheSnapshotHid(t *testing.T) {
 		!strings.Contains(ready.Reason, ".sst") || ready.VerifiedSeq != 0 {
 		t.Errorf("/readyz = %d %s; want 503 log_damaged naming the SST, verified_seq 0", w.Code, w.Body)
 	}
-	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "first_bad_seq=1") {
-		t.Errorf("no ERROR naming seq 1 in the log:\n%s", logs)
+	if got := gauge(t, ts, "demosvc_log_damaged"); got != "1" {
+		t.Errorf("demosvc_log_damaged = %s, want 1", got)
+	}
+	if !strings.Contains(ts.logs.String(), "level=ERROR") || !strings.Contains(ts.logs.String(), "first_bad_seq=1") {
+		t.Errorf("no ERROR naming seq 1 in the log:\n%s", ts.logs)
 	}
 }

@@ -2,11 +2,9 @@ package projections
 
 import (
 	"context"
-	crand "crypto/rand"
 	"errors"
 	"log/slog"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,36 +21,7 @@ import (
 func openFaultyEnv(t *testing.T) (*env, *eventlogtest.WALFaults) {
 	t.Helper()
 	fs, faults := eventlogtest.NewFS(nil)
-	dir := t.TempDir()
-	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true, FS: fs, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(clock.now)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := DefaultOptions
-	opts.Sealer, err = eventlog.NewSealer(make([]byte, eventlog.MasterKeySize), crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Open(log, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: dir, store: store, log: log, p: p}
-	t.Cleanup(func() {
-		// Pebble may stay wedged after a failed WAL sync: stop the writer
-		// and the log, but do not wait on Pebble's Close.
-		if e.p != nil {
-			e.p.Close()
-			e.log.Close()
-			e.p = nil
-		}
-	})
-	return e, faults
+	return openEnvOn(t, "", DefaultOptions, eventlog.StoreOptions{FS: fs, Logger: slog.New(slog.DiscardHandler)}), faults
 }
 
 // seqOf is a Result that reports the seq of the command's last event.
@@ -170,17 +139,8 @@ func TestConcurrentCommandsShareCommitsAndKeepTheChain(t *testing.T) {
 }
 
 func TestFailedFsyncAcknowledgesNothingAndRebuildsFromTheLog(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		inject func(*eventlogtest.WALFaults, error)
-		err    error
-	}{
-		{"EIO on WAL sync", (*eventlogtest.WALFaults).FailSyncs, syscall.EIO},
-		{"ENOSPC on WAL sync", (*eventlogtest.WALFaults).FailSyncs, syscall.ENOSPC},
-		{"EIO on WAL write", (*eventlogtest.WALFaults).FailWrites, syscall.EIO},
-		{"ENOSPC on WAL write", (*eventlogtest.WALFaults).FailWrites, syscall.ENOSPC},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range eventlogtest.Faults {
+		t.Run(tc.Name, func(t *testing.T) {
 			e, faults := openFaultyEnv(t)
 			pr := e.account("acme")
 			kept := e.agent(pr, "kept")
@@ -188,12 +148,12 @@ func TestFailedFsyncAcknowledgesNothingAndRebuildsFromTheLog(t *testing.T) {
 			var want string
 			e.p.View(func(s *State) { want = dump(s) })
 
-			tc.inject(faults, tc.err)
+			tc.Inject(faults)
 			_, err := e.p.CreateAgent(context.Background(), pr, AgentInput{Name: "lost", SandboxURL: "https://sandbox.example.com/"}, nil)
 			if !errors.Is(err, eventlog.ErrUnavailable) {
 				t.Fatalf("CreateAgent with a failing WAL = %v, want ErrUnavailable", err)
 			}
-			tc.inject(faults, nil)
+			faults.Clear()
 
 			var got string
 			e.p.View(func(s *State) { got = dump(s) })

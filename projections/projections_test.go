@@ -36,14 +36,25 @@ type env struct {
 	store *eventlog.Store
 	log   *eventlog.Log
 	p     *Projections
+	// faulty stores are not closed: Pebble may stay wedged after a failed
+	// WAL sync.
+	faulty bool
 }
 
 func openEnv(t *testing.T, dir string, opts Options) *env {
 	t.Helper()
+	return openEnvOn(t, dir, opts, eventlog.StoreOptions{})
+}
+
+// openEnvOn is openEnv on a store opened with storeOpts (a fault-injecting
+// FS, say).
+func openEnvOn(t *testing.T, dir string, opts Options, storeOpts eventlog.StoreOptions) *env {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
+	storeOpts.Create = true
+	store, err := eventlog.OpenStore(dir, storeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +73,7 @@ func openEnv(t *testing.T, dir string, opts Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, dir: dir, store: store, log: log, p: p}
+	e := &env{t: t, dir: dir, store: store, log: log, p: p, faulty: storeOpts.FS != nil}
 	t.Cleanup(e.close)
 	return e
 }
@@ -71,7 +82,9 @@ func (e *env) close() {
 	if e.p != nil {
 		e.p.Close()
 		e.log.Close()
-		e.store.Close()
+		if !e.faulty {
+			e.store.Close()
+		}
 		e.p = nil
 	}
 }

@@ -8,6 +8,7 @@ package eventlogtest
 import (
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -94,4 +95,25 @@ func (f *WALFaults) maybeError(op errorfs.Op) error {
 		return err
 	}
 	return nil
+}
+
+// Clear ends every fault: writes and syncs reach the disk again.
+func (f *WALFaults) Clear() {
+	f.FailSyncs(nil)
+	f.FailWrites(nil)
+}
+
+// Fault is one way a WAL fails.
+type Fault struct {
+	Name   string
+	Inject func(*WALFaults)
+}
+
+// Faults are the storage failures every write path is tested under: EIO
+// (a failing disk) and ENOSPC (a full one), on WAL writes and on syncs.
+var Faults = []Fault{
+	{"EIO on WAL sync", func(f *WALFaults) { f.FailSyncs(syscall.EIO) }},
+	{"ENOSPC on WAL sync", func(f *WALFaults) { f.FailSyncs(syscall.ENOSPC) }},
+	{"EIO on WAL write", func(f *WALFaults) { f.FailWrites(syscall.EIO) }},
+	{"ENOSPC on WAL write", func(f *WALFaults) { f.FailWrites(syscall.ENOSPC) }},
 }
