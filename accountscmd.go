@@ -12,7 +12,7 @@ import (
 // accounts dispatches `demosvc accounts create|list`.
 func (c *cli) accounts(args []string) int {
 	if len(args) == 0 {
-		return c.usageError("accounts", "expected a subcommand: create or list")
+		return c.groupHelp("accounts", args)
 	}
 	switch args[0] {
 	case "create":
@@ -21,31 +21,31 @@ func (c *cli) accounts(args []string) int {
 		plan := fs.String("plan", "starter", "`plan`: starter, pro or enterprise")
 		rpm := fs.Int("rpm", 0, "enterprise only: requests per minute (0 = unlimited)")
 		if !c.parse(fs, args[1:], 0) {
-			return exitUsage
+			return c.usageExit()
 		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/accounts",
 			demohttp.AccountInput{Name: *name, Plan: *plan, RateLimitPerMinute: *rpm})
 	case "list":
 		fs, cf := c.flagSet("accounts list")
 		if !c.parse(fs, args[1:], 0) {
-			return exitUsage
+			return c.usageExit()
 		}
 		return c.adminJSON(cf, http.MethodGet, "/admin/accounts", nil)
 	}
-	return c.usageError("accounts", "unknown subcommand "+args[0])
+	return c.groupHelp("accounts", args)
 }
 
 // keys dispatches `demosvc keys create|list|revoke`.
 func (c *cli) keys(args []string) int {
 	if len(args) == 0 {
-		return c.usageError("keys", "expected a subcommand: create, list or revoke")
+		return c.groupHelp("keys", args)
 	}
 	switch args[0] {
 	case "create":
 		fs, cf := c.flagSet("keys create")
 		account := fs.String("account", "", "account `id` (required)")
 		if !c.parse(fs, args[1:], 0) {
-			return exitUsage
+			return c.usageExit()
 		}
 		if *account == "" {
 			return c.usageError("keys create", "--account is required")
@@ -55,7 +55,7 @@ func (c *cli) keys(args []string) int {
 		fs, cf := c.flagSet("keys list")
 		account := fs.String("account", "", "only the keys of this account `id`")
 		if !c.parse(fs, args[1:], 0) {
-			return exitUsage
+			return c.usageExit()
 		}
 		target := "/admin/keys"
 		if *account != "" {
@@ -65,11 +65,11 @@ func (c *cli) keys(args []string) int {
 	case "revoke":
 		fs, cf := c.flagSet("keys revoke")
 		if !c.parse(fs, args[1:], 1) {
-			return exitUsage
+			return c.usageExit()
 		}
-		return c.adminJSON(cf, http.MethodPost, "/admin/keys/"+url.PathEscape(fs.Arg(0))+"/revoke", nil)
+		return c.adminJSON(cf, http.MethodPost, "/admin/keys/"+url.PathEscape(c.args[0])+"/revoke", nil)
 	}
-	return c.usageError("keys", "unknown subcommand "+args[0])
+	return c.groupHelp("keys", args)
 }
 
 // adminJSON runs an admin request with a JSON body (nil for none) and

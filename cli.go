@@ -22,12 +22,15 @@ import (
 )
 
 // cli carries the process's context, environment and standard streams to
-// every command.
+// every command, and what the command line of the command running said.
 type cli struct {
 	ctx            context.Context
 	getenv         func(string) string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+
+	args   []string // the positional arguments parse found
+	helped bool     // parse printed help: the command exits 0
 }
 
 // commonFlags are the flags every command takes, and serve's --listen.
@@ -38,6 +41,28 @@ type commonFlags struct {
 	listen     string
 }
 
+// commandHelp is each command's positional arguments and what it does, for
+// its --help.
+var commandHelp = map[string][2]string{
+	"serve":           {"", "Serve the API (and deliver webhooks) from the data dir."},
+	"log":             {"", "Print the log as JSON lines. Subcommands: verify, export, import."},
+	"log verify":      {"", "Recompute the hash chain; exit 1 naming the first bad seq."},
+	"log export":      {"", "Write the log as JSON lines with hashes and sealed values."},
+	"log import":      {"FILE", "Load an export or a hand-written fixture into a new data dir (FILE - reads standard input)."},
+	"accounts create": {"", "Create an account."},
+	"accounts list":   {"", "List the accounts with the rate limit in force."},
+	"keys create":     {"", "Create an API key for an account; it is printed once."},
+	"keys list":       {"", "List API keys (never the keys themselves)."},
+	"keys revoke":     {"KEY_ID", "Revoke an API key: it gets 401 from then on."},
+}
+
+// commandGroups lists the subcommands of each command that has them.
+var commandGroups = map[string][]string{
+	"accounts": {"create", "list"},
+	"keys":     {"create", "list", "revoke"},
+	"log":      {"verify", "export", "import"},
+}
+
 // flagSet returns a flag set for command name with --config and --data.
 func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 	cf := &commonFlags{name: name}
@@ -45,21 +70,98 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&cf.configFile, "config", "", "YAML configuration `file`")
 	fs.StringVar(&cf.dataDir, "data", "", "data `dir` (default ./data)")
+	fs.Usage = func() {
+		h := commandHelp[name]
+		synopsis := "demosvc " + name + " [flags]"
+		if h[0] != "" {
+			synopsis += " " + h[0]
+		}
+		fmt.Fprintf(fs.Output(), "usage: %s\n", synopsis)
+		if h[1] != "" {
+			fmt.Fprintf(fs.Output(), "\n%s\n", h[1])
+		}
+		if subs := commandGroups[name]; len(subs) > 0 {
+			fmt.Fprintf(fs.Output(), "\nsubcommands: %s (demosvc %s SUBCOMMAND --help)\n", strings.Join(subs, ", "), name)
+		}
+		fmt.Fprintln(fs.Output(), "\nflags (before or after the arguments):")
+		fs.PrintDefaults()
+	}
 	return fs, cf
 }
 
-// parse parses args, returning false (after printing why) on a usage error,
-// which includes a number of positional arguments other than want.
+// parse parses args, flags and positional arguments in any order (a "--"
+// ends the flags), into fs and c.args. It returns false after printing why
+// on a usage error, which includes a number of positional arguments other
+// than want, and after printing the command's help for -h or --help; the
+// command then returns c.usageExit().
 func (c *cli) parse(fs *flag.FlagSet, args []string, want int) bool {
-	if err := fs.Parse(args); err != nil {
-		return false
+	c.helped = false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(c.stdout)
+			fs.Usage()
+			fs.SetOutput(c.stderr)
+			c.helped = true
+			return false
+		}
 	}
-	if fs.NArg() != want {
-		fmt.Fprintf(c.stderr, "%s: expected %d argument(s), got %q\n", fs.Name(), want, fs.Args())
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		// flag.Parse stops at the first argument that is not a flag, and
+		// consumes a "--" without a trace: if one stood just before rest,
+		// everything left is an argument.
+		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if len(pos) != want {
+		fmt.Fprintf(c.stderr, "%s: expected %d argument(s), got %q\n", fs.Name(), want, pos)
 		fs.Usage()
 		return false
 	}
+	c.args = pos
 	return true
+}
+
+// usageExit is the exit code after parse returned false: 0 when it printed
+// the help asked for, 2 for a wrong command line.
+func (c *cli) usageExit() int {
+	if c.helped {
+		return exitOK
+	}
+	return exitUsage
+}
+
+// groupHelp answers `demosvc GROUP --help` (exit 0) and a group command
+// without a known subcommand (exit 2), listing the subcommands.
+func (c *cli) groupHelp(group string, args []string) int {
+	w, code := c.stderr, exitUsage
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		w, code = c.stdout, exitOK
+	} else if len(args) == 0 {
+		fmt.Fprintf(w, "demosvc %s: expected a subcommand\n", group)
+	} else {
+		fmt.Fprintf(w, "demosvc %s: unknown subcommand %q\n", group, args[0])
+	}
+	fmt.Fprintf(w, "usage: demosvc %s SUBCOMMAND [flags] [arguments]\n\nsubcommands:\n", group)
+	for _, sub := range commandGroups[group] {
+		h := commandHelp[group+" "+sub]
+		fmt.Fprintf(w, "  %-8s %-8s %s\n", sub, h[0], h[1])
+	}
+	fmt.Fprintf(w, "\ndemosvc %s SUBCOMMAND --help shows its flags.\n", group)
+	return code
 }
 
 // config loads the configuration for a command: defaults < --config file <
@@ -72,7 +174,21 @@ func (c *cli) config(cf *commonFlags) (*config.Config, error) {
 	if cf.listen != "" {
 		flags["listen"] = cf.listen
 	}
-	return config.Load(config.Sources{File: cf.configFile, Getenv: c.getenv, Flags: flags})
+	return config.Load(config.Sources{File: cf.configFile, Getenv: c.getenv, Environ: c.environ(), Flags: flags})
+}
+
+// environ is the process environment as this command sees it: the
+// variables getenv answers (all of them in the binary, where getenv is
+// os.Getenv; a test's own getenv hides the test process's variables).
+func (c *cli) environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if v := c.getenv(name); v != "" {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out
 }
 
 // fail reports a failed command on stderr and returns exitFail.
@@ -137,8 +253,12 @@ type localData struct {
 
 // openLocal opens the data dir; withState also rebuilds the projections,
 // which the log commands do without so that they work on a damaged log.
+//
+// The commands that need the state (accounts, keys) create the data dir
+// when it does not exist yet, so that a self-hoster can set up accounts
+// before the first serve; the log commands do not.
 func openLocal(cfg *config.Config, withState bool) (*localData, error) {
-	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Logger: quietLogger()})
+	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: withState, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +304,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		return 0, err
 	}
 	defer d.close()
-	a := &demohttp.Admin{Log: d.log, State: d.state}
+	a := &demohttp.Admin{Log: d.log, State: d.state, Config: cfg}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
 

@@ -39,7 +39,7 @@ func (c *cli) logShow(args []string) int {
 	account := fs.String("account", "", "only events of this account `id`")
 	follow := fs.Bool("follow", false, "keep printing new events as they are appended")
 	if !c.parse(fs, args, 0) {
-		return exitUsage
+		return c.usageExit()
 	}
 	cfg, err := c.config(cf)
 	if err != nil {
@@ -65,7 +65,7 @@ func (c *cli) logExport(args []string) int {
 	fs, cf := c.flagSet("log export")
 	from := fs.Uint64("from", 0, "first `seq` to export")
 	if !c.parse(fs, args, 0) {
-		return exitUsage
+		return c.usageExit()
 	}
 	cfg, err := c.config(cf)
 	if err != nil {
@@ -95,7 +95,7 @@ func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string) int {
 func (c *cli) logVerify(args []string) int {
 	fs, cf := c.flagSet("log verify")
 	if !c.parse(fs, args, 0) {
-		return exitUsage
+		return c.usageExit()
 	}
 	cfg, err := c.config(cf)
 	if err != nil {
@@ -134,9 +134,9 @@ func (c *cli) logVerify(args []string) int {
 func (c *cli) logImport(args []string) int {
 	fs, cf := c.flagSet("log import")
 	if !c.parse(fs, args, 1) {
-		return exitUsage
+		return c.usageExit()
 	}
-	name := fs.Arg(0)
+	name := c.args[0]
 	cfg, err := c.config(cf)
 	if err != nil {
 		return c.fail(cf, "%v", err)

@@ -38,7 +38,7 @@ func (c *cli) serve(args []string) int {
 	fs, cf := c.flagSet("serve")
 	fs.StringVar(&cf.listen, "listen", "", "`address` to listen on (default 127.0.0.1:8080)")
 	if !c.parse(fs, args, 0) {
-		return exitUsage
+		return c.usageExit()
 	}
 	cfg, err := c.config(cf)
 	if err != nil {
@@ -147,7 +147,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
-	admin := &demohttp.Admin{Log: log, State: state}
+	admin := &demohttp.Admin{Log: log, State: state, Config: cfg}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,

@@ -78,6 +78,10 @@ type Sources struct {
 	// called for every known key K with "DEMOSVC_" + upper(K, "." -> "_");
 	// an empty value counts as unset.
 	Getenv func(string) string
+	// Environ lists the environment as KEY=VALUE; nil skips the check. A
+	// DEMOSVC_ variable that names no key stops start-up like an unknown
+	// YAML key, so a typo is not silently ignored.
+	Environ []string
 	// Flags maps config keys to raw command-line values, e.g.
 	// {"data_dir": "/tmp/d"}. Errors call the flag "--" + key, so flags
 	// should be named after their keys. An empty value is a value, not unset.
@@ -103,6 +107,9 @@ func Load(src Sources) (*Config, error) {
 			return nil, err
 		}
 		layers = append(layers, l)
+	}
+	if err := checkEnviron(src.Environ); err != nil {
+		return nil, err
 	}
 	if src.Getenv != nil {
 		layers = append(layers, envLayer(src.Getenv))
@@ -219,6 +226,25 @@ func (l *layer) nameFor(key string) string {
 		return "flag --" + key
 	}
 	return l.name
+}
+
+// checkEnviron refuses a DEMOSVC_ variable that is no key's.
+func checkEnviron(environ []string) error {
+	if environ == nil {
+		return nil
+	}
+	known := make(map[string]bool, len(keyTable))
+	for _, d := range keyTable {
+		known[envName(d.key)] = true
+	}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "DEMOSVC_") && !known[name] {
+			return fmt.Errorf("config: unknown environment variable %s: it names no configuration key "+
+				"(keys are in the README; a key's variable is DEMOSVC_ + the key in upper case with dots as underscores)", name)
+		}
+	}
+	return nil
 }
 
 // envName returns the environment variable holding key.

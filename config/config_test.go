@@ -513,3 +513,17 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestAnUnknownDemosvcEnvironmentVariableStopsStartUp(t *testing.T) {
+	env := []string{"PATH=/bin", "DEMOSVC_LISTEN=127.0.0.1:9", "DEMOSVC_DELIVERY_TIMEOUT=5s"}
+	if _, err := Load(Sources{Environ: env}); err != nil {
+		t.Fatalf("known variables refused: %v", err)
+	}
+	_, err := Load(Sources{Environ: append(env, "DEMOSVC_DELIVERY_TIMOUT=5s")})
+	if err == nil || !strings.Contains(err.Error(), "DEMOSVC_DELIVERY_TIMOUT") {
+		t.Fatalf("Load with a misspelt variable = %v, want an error naming it", err)
+	}
+	if _, err := Load(Sources{Environ: []string{"OTHER_THING=1"}}); err != nil {
+		t.Errorf("a variable outside DEMOSVC_ was refused: %v", err)
+	}
+}

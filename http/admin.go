@@ -11,6 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"demosvc/config"
 	"demosvc/eventlog"
 	"demosvc/projections"
 )
@@ -23,8 +24,9 @@ const AdminSocket = "admin.sock"
 // in-process against an opened data dir when it does not. One handler, so
 // the two paths cannot drift apart.
 type Admin struct {
-	Log   *eventlog.Log
-	State *projections.Projections
+	Log    *eventlog.Log
+	State  *projections.Projections
+	Config *config.Config // for the rate limits in force
 }
 
 // Handler returns the admin routes.

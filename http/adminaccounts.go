@@ -38,11 +38,30 @@ func (a *Admin) handleCreateAccount(w http.ResponseWriter, r *http.Request, _ ht
 		a.writeDomainError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, acc)
+	writeJSON(w, http.StatusCreated, a.account(acc))
+}
+
+// AdminAccount is an account as `accounts list` shows it: with the rate
+// limit in force (a starter or pro account's comes from config).
+type AdminAccount struct {
+	ID                 string                `json:"id"`
+	Name               string                `json:"name"`
+	Plan               string                `json:"plan"`
+	RateLimitPerMinute int                   `json:"rate_limit_per_minute"`
+	CreatedAt          projections.Timestamp `json:"created_at"`
+}
+
+func (a *Admin) account(acc projections.Account) AdminAccount {
+	return AdminAccount{ID: acc.ID, Name: acc.Name, Plan: acc.Plan, RateLimitPerMinute: PlanLimit(a.Config, acc), CreatedAt: acc.CreatedAt}
 }
 
 func (a *Admin) handleListAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, List[projections.Account]{Data: a.State.Accounts()})
+	accs := a.State.Accounts()
+	out := make([]AdminAccount, len(accs))
+	for i, acc := range accs {
+		out[i] = a.account(acc)
+	}
+	writeJSON(w, http.StatusOK, List[AdminAccount]{Data: out})
 }
 
 func (a *Admin) handleCreateKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"demosvc/config"
 	"demosvc/projections"
 )
 
@@ -171,12 +172,17 @@ func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 }
 
 // planLimit returns an account's requests per minute; 0 is unlimited.
-func (s *Server) planLimit(a projections.Account) int {
+func (s *Server) planLimit(a projections.Account) int { return PlanLimit(s.deps.Config, a) }
+
+// PlanLimit returns the requests per minute in force for an account: its
+// plan's figure from config, or an enterprise account's own; 0 is
+// unlimited.
+func PlanLimit(cfg *config.Config, a projections.Account) int {
 	switch a.Plan {
 	case projections.PlanStarter:
-		return s.deps.Config.Plans.Starter
+		return cfg.Plans.Starter
 	case projections.PlanPro:
-		return s.deps.Config.Plans.Pro
+		return cfg.Plans.Pro
 	default:
 		return a.RateLimitPerMinute
 	}
