@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"demosvc/config"
+	"demosvc/delivery"
 	"demosvc/eventlog"
 	demohttp "demosvc/http"
 	"demosvc/projections"
@@ -133,6 +134,7 @@ func (c *cli) logVerify(args []string) int {
 // It needs the data dir to itself, so it never goes through a server.
 func (c *cli) logImport(args []string) int {
 	fs, cf := c.flagSet("log import")
+	redeliver := fs.Bool("redeliver", false, "deliver the imported history to its webhooks again (by default they start after the imported head)")
 	if !c.parse(fs, args, 1) {
 		return c.usageExit()
 	}
@@ -155,13 +157,21 @@ func (c *cli) logImport(args []string) int {
 	}
 	defer store.Close()
 	reg := projections.NewRegistry()
-	n, err := eventlog.Import(store, reg, in, eventlog.ImportOptions{Check: projections.NewState().Checker(reg, cfg.Delivery.AllowPrivateNetworks)})
+	imported := projections.NewState()
+	n, err := eventlog.Import(store, reg, in, eventlog.ImportOptions{Check: imported.Checker(reg, cfg.Delivery.AllowPrivateNetworks)})
 	var ie *eventlog.ImportError
 	switch {
 	case errors.As(err, &ie):
 		return c.fail(cf, "%s line %d: %v (nothing was imported)", name, ie.Line, ie.Err)
 	case err != nil:
 		return c.fail(cf, "%v", err)
+	}
+	if !*redeliver {
+		// A restored history is not sent again: every webhook starts
+		// after the imported head.
+		if err := delivery.StartAt(store, imported.WebhookIDs(), uint64(n)); err != nil {
+			return c.fail(cf, "setting the webhooks' cursors: %v", err)
+		}
 	}
 	fmt.Fprintf(c.stdout, "{\"imported\":%d}\n", n)
 	return exitOK

@@ -123,6 +123,11 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	info := state.LoadInfo()
 	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
 		"took", info.Took, "snapshot_ignored", info.Ignored)
+	if ids := state.UnavailableSecrets(); len(ids) > 0 {
+		logger.Warn("webhooks whose signing secret does not open under this data dir's master key get no deliveries "+
+			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",
+			"webhook_ids", ids)
+	}
 	if err := c.bootstrap(cfg, state, logger); err != nil {
 		apiSrv.Close()
 		return err

@@ -44,6 +44,8 @@ type Dispatcher struct {
 	mu    sync.Mutex
 	loops map[string]*loop
 	wg    sync.WaitGroup
+
+	secretErrs sync.Map // secret errors logged already
 }
 
 // New returns a dispatcher; Run starts it.
@@ -99,7 +101,10 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 func (dp *Dispatcher) reconcile() {
 	targets, errs := dp.state.WebhookTargets()
 	for _, err := range errs {
-		dp.logger.Error("webhook secret does not open; not delivering to it", "err", err)
+		// Once per webhook and process: reconcile runs at every commit.
+		if _, seen := dp.secretErrs.LoadOrStore(err.Error(), true); !seen {
+			dp.logger.Error("webhook secret does not open under the master key; not delivering to it", "err", err)
+		}
 	}
 	// targets holds webhooks whose secret did not open as disabled ones:
 	// their state is kept, not forgotten.

@@ -159,3 +159,17 @@ func (s deliveryStore) forget(wh string) error {
 	end[len(end)-1]++
 	return s.db.WriteSync(nil, p, end)
 }
+
+// StartAt sets the cursor of each webhook to seq, in one synced write, so
+// that it is sent only events after seq. `log import` calls it with the
+// imported head: a restored history is not delivered again.
+func StartAt(store *eventlog.Store, webhooks []string, seq uint64) error {
+	if len(webhooks) == 0 {
+		return nil
+	}
+	puts := make([]eventlog.Put, len(webhooks))
+	for i, wh := range webhooks {
+		puts[i] = eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, seq)}
+	}
+	return store.WriteSync(puts, nil, nil)
+}

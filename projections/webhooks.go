@@ -37,16 +37,56 @@ type WebhookView struct {
 	URL       string   `json:"url"`
 	Events    []string `json:"events"`
 	Status    string   `json:"status"`
-	CreatedAt string   `json:"created_at"`
-	Secret    string   `json:"secret,omitempty"`
+	// DisabledReason says why a disabled webhook gets nothing: "gone" (its
+	// receiver answered 410 Gone) or "secret_unavailable" (its signing
+	// secret does not open under this data dir's master key, as after an
+	// import without master.key).
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	CreatedAt      string `json:"created_at"`
+	Secret         string `json:"secret,omitempty"`
 }
 
+// Reasons a webhook is disabled.
+const (
+	DisabledGone              = "gone"
+	DisabledSecretUnavailable = "secret_unavailable"
+)
+
 func (w *webhook) view() WebhookView {
-	status := "enabled"
+	v := WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: "enabled", CreatedAt: apiTime(w.createdAt)}
 	if w.disabled {
-		status = "disabled"
+		v.Status, v.DisabledReason = "disabled", DisabledGone
 	}
-	return WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: status, CreatedAt: apiTime(w.createdAt)}
+	return v
+}
+
+// viewWebhook is w's view as this process can serve it: a webhook whose
+// secret does not open under the master key is disabled, whatever the
+// log says, since nothing can be signed for it.
+func (p *Projections) viewWebhook(w *webhook) WebhookView {
+	v := w.view()
+	if !w.disabled && p.opts.Sealer != nil {
+		if _, err := p.opts.Sealer.Open(w.secret); err != nil {
+			v.Status, v.DisabledReason = "disabled", DisabledSecretUnavailable
+		}
+	}
+	return v
+}
+
+// UnavailableSecrets returns the webhooks whose signing secret does not
+// open under the master key: serve names them once at start-up.
+func (p *Projections) UnavailableSecrets() []string {
+	var out []string
+	p.View(func(s *State) {
+		for _, acc := range s.accountOrder {
+			for _, w := range s.tenants[acc.ID].webhooks {
+				if p.viewWebhook(w).DisabledReason == DisabledSecretUnavailable {
+					out = append(out, w.id)
+				}
+			}
+		}
+	})
+	return out
 }
 
 // WebhookInput is the body of POST /v1/webhooks.
@@ -159,10 +199,21 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason stri
 
 // Webhook returns one webhook of account, without its secret.
 func (p *Projections) Webhook(account, webhookID string) (WebhookView, error) {
-	return one(p, webhookKind, account, webhookID, (*webhook).view)
+	return one(p, webhookKind, account, webhookID, p.viewWebhook)
 }
 
 // Webhooks lists the webhooks of account, most recent first.
 func (p *Projections) Webhooks(account string, q ListQuery) (Page[WebhookView], error) {
-	return page(p, webhookKind, account, q, nil, (*webhook).view)
+	return page(p, webhookKind, account, q, nil, p.viewWebhook)
+}
+
+// WebhookIDs returns the ids of every registered webhook, enabled or not.
+func (s *State) WebhookIDs() []string {
+	out := make([]string, 0, len(s.webhooks))
+	for _, acc := range s.accountOrder {
+		for _, w := range s.tenants[acc.ID].webhooks {
+			out = append(out, w.id)
+		}
+	}
+	return out
 }
