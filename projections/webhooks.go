@@ -33,10 +33,10 @@ type webhook struct {
 // WebhookView is a webhook as the API shows it; Secret is set only in the
 // answer to its registration.
 type WebhookView struct {
-	ID        string   `json:"id"`
-	URL       string   `json:"url"`
-	Events    []string `json:"events"`
-	Status    string   `json:"status"`
+	ID     string   `json:"id"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Status string   `json:"status"`
 	// DisabledReason says why a disabled webhook gets nothing: "gone" (its
 	// receiver answered 410 Gone) or "secret_unavailable" (its signing
 	// secret does not open under this data dir's master key, as after an
