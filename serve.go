@@ -105,8 +105,19 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- apiSrv.Serve(apiLn) }()
-	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "head_seq", log.DurableSeq())
+	if cfg.TLS.CertFile != "" {
+		cert, err := loadCertificate(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if err != nil {
+			apiLn.Close()
+			return err
+		}
+		apiSrv.TLSConfig = cert.tlsConfig()
+		cert.reloadOnHangup(logger, stopping)
+		go func() { errc <- apiSrv.ServeTLS(apiLn, "", "") }()
+	} else {
+		go func() { errc <- apiSrv.Serve(apiLn) }()
+	}
+	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
 
 	// The chain is checked in the background from seq 1: damage that a
 	// start from a snapshot never reads is still found.

@@ -39,7 +39,11 @@ type Config struct {
 		WriteTimeout      time.Duration // http.write_timeout
 		IdleTimeout       time.Duration // http.idle_timeout
 		ShutdownTimeout   time.Duration // http.shutdown_timeout
+		TrustedProxies    string        // http.trusted_proxies: comma-separated CIDRs or addresses
 	}
+
+	// TLS makes serve answer HTTPS; both files or neither.
+	TLS struct{ CertFile, KeyFile string } // tls.cert_file, tls.key_file
 
 	Plans struct{ Starter, Pro int }      // plans.starter, plans.pro: requests per minute
 	Auth  struct{ FailuresPerMinute int } // auth.failures_per_minute: per client address
@@ -131,6 +135,9 @@ func Load(src Sources) (*Config, error) {
 		if err := setField(cfg, d, k.Get(d.key)); err != nil {
 			return nil, fmt.Errorf("config: %s: %w", d.key, err)
 		}
+	}
+	if err := cfg.checkTogether(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

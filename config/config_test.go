@@ -20,6 +20,9 @@ var key32 = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789
 
 // samples holds a valid, non-default value for every key.
 var samples = map[string]string{
+	"http.trusted_proxies":            "10.0.0.0/8, 192.168.1.7",
+	"tls.cert_file":                   "/etc/demosvc/cert.pem",
+	"tls.key_file":                    "/etc/demosvc/key.pem",
 	"listen":                          ":0",
 	"data_dir":                        "/tmp/d",
 	"log.level":                       "debug",
@@ -114,6 +117,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"delivery.allow_private_networks": "false", "delivery.standard_webhooks": "true",
 		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "100000",
 		"secrets.master_key": "", "testing.clock": "", "testing.seed": "0",
+		"http.trusted_proxies": "", "tls.cert_file": "", "tls.key_file": "",
 	}
 	keys := Keys()
 	if !slices.IsSortedFunc(keys, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) }) {
@@ -525,5 +529,23 @@ func TestAnUnknownDemosvcEnvironmentVariableStopsStartUp(t *testing.T) {
 	}
 	if _, err := Load(Sources{Environ: []string{"OTHER_THING=1"}}); err != nil {
 		t.Errorf("a variable outside DEMOSVC_ was refused: %v", err)
+	}
+}
+
+func TestTLSFilesGoTogetherAndProxiesParse(t *testing.T) {
+	if _, err := Load(Sources{Flags: map[string]string{"tls.cert_file": "/c.pem"}}); err == nil || !strings.Contains(err.Error(), "go together") {
+		t.Errorf("a certificate without a key = %v, want an error", err)
+	}
+	_, err := Load(Sources{Getenv: envOf(map[string]string{"DEMOSVC_HTTP_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"})})
+	if err == nil || !strings.Contains(err.Error(), "nonsense") || !strings.Contains(err.Error(), "DEMOSVC_HTTP_TRUSTED_PROXIES") {
+		t.Errorf("a bad proxy entry = %v, want an error naming it and the variable", err)
+	}
+	c, err := Load(Sources{Getenv: envOf(map[string]string{"DEMOSVC_HTTP_TRUSTED_PROXIES": " 10.1.2.3/8 , ::1 "})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.TrustedProxyPrefixes()
+	if len(got) != 2 || got[0].String() != "10.0.0.0/8" || got[1].String() != "::1/128" {
+		t.Errorf("TrustedProxyPrefixes = %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,12 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.HTTP.IdleTimeout }, func(c *Config) error { return positive(c.HTTP.IdleTimeout) }},
 	{"http.shutdown_timeout", "time allowed for in-flight requests on shutdown",
 		func(c *Config) any { return &c.HTTP.ShutdownTimeout }, func(c *Config) error { return positive(c.HTTP.ShutdownTimeout) }},
+	{"http.trusted_proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For / Forwarded name the client (empty = trust none)",
+		func(c *Config) any { return &c.HTTP.TrustedProxies }, func(c *Config) error { _, err := c.TrustedProxyPrefixes(); return err }},
+	{"tls.cert_file", "PEM certificate (chain) file: with tls.key_file, serve answers HTTPS; reloaded on SIGHUP",
+		func(c *Config) any { return &c.TLS.CertFile }, nil},
+	{"tls.key_file", "PEM private key file of tls.cert_file",
+		func(c *Config) any { return &c.TLS.KeyFile }, nil},
 	{"plans.starter", "requests per minute allowed on the starter plan",
 		func(c *Config) any { return &c.Plans.Starter }, func(c *Config) error { return positive(c.Plans.Starter) }},
 	{"plans.pro", "requests per minute allowed on the pro plan",
@@ -153,6 +160,37 @@ func render(p any) string {
 		return s
 	}
 	return fmt.Sprint(p)
+}
+
+// TrustedProxyPrefixes parses http.trusted_proxies; a bare address is a
+// single-address prefix.
+func (c *Config) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(c.HTTP.TrustedProxies, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// checkTogether checks what involves more than one key, once every
+// source is merged.
+func (c *Config) checkTogether() error {
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("config: tls.cert_file and tls.key_file go together: set both or neither")
+	}
+	return nil
 }
 
 func positive[T int | int64 | time.Duration](v T) error {

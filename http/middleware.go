@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -123,7 +122,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
-			d := s.badAuth.Take(clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
+			d := s.badAuth.Take(s.proxies.clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
 				s.writeError(w, r, apiError(ERateLimited, "",
@@ -208,15 +207,4 @@ func retryWords(d Decision) string {
 
 func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
-}
-
-// clientAddr is the address a request came from. X-Forwarded-For is not
-// trusted: run demosvc behind a proxy that sets the peer address, or give
-// the proxy's own limits.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

@@ -43,6 +43,7 @@ type Server struct {
 	front    *front
 	accounts *Limiters // per account
 	badAuth  *Limiters // per client address, for requests with a bad key
+	proxies  proxies   // http.trusted_proxies
 }
 
 // maxBadAuthClients bounds the client addresses whose failed
@@ -62,8 +63,10 @@ func NewServer(d Deps) *Server {
 		d.Health = NewHealth(d.Log, d.Stopping)
 		d.Metrics.Registry.MustRegister(d.Health.Collectors()...)
 	}
+	trusted, _ := d.Config.TrustedProxyPrefixes() // validated by config
 	s := &Server{
 		deps:     d,
+		proxies:  trusted,
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}

@@ -1,0 +1,82 @@
+package http
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+
+	"demosvc/config"
+)
+
+func TestTheClientAddressComesFromForwardingHeadersOnlyBehindATrustedProxy(t *testing.T) {
+	p := proxies{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	for _, tc := range []struct {
+		name, peer string
+		header     [][2]string
+		want       string
+	}{
+		{"no proxy in between", "203.0.113.7:5000", nil, "203.0.113.7"},
+		{"an untrusted peer cannot pick its address", "203.0.113.7:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "203.0.113.7"},
+		{"a trusted proxy names the client", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "198.51.100.1"},
+		{"a spoofed entry before the real client is skipped", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4, 198.51.100.1, 10.9.9.9"}}, "198.51.100.1"},
+		{"several header lines", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-For", "198.51.100.2"}}, "198.51.100.2"},
+		{"Forwarded wins over X-Forwarded-For", "10.1.2.3:5000", [][2]string{{"Forwarded", `for="[2001:db8::7]:443";proto=https, for=10.0.0.5`}, {"X-Forwarded-For", "1.2.3.4"}}, "2001:db8::7"},
+		{"an obfuscated Forwarded falls back to the peer", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=_hidden"}}, "10.1.2.3"},
+		{"garbage falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "not an address"}}, "10.1.2.3"},
+		{"every hop trusted: the first one", "[::1]:5000", [][2]string{{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}}, "10.0.0.1"},
+		{"IPv4-mapped peers count as IPv4", "[::ffff:10.1.2.3]:5000", [][2]string{{"X-Forwarded-For", "198.51.100.3"}}, "198.51.100.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tc.peer
+			for _, h := range tc.header {
+				r.Header.Add(h[0], h[1])
+			}
+			if got := p.clientAddr(r); got != tc.want {
+				t.Errorf("clientAddr = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.1.2.3:5000"
+	r.Header.Set("X-Forwarded-For", "198.51.100.1")
+	if got := (proxies{}).clientAddr(r); got != "10.1.2.3" {
+		t.Errorf("with no trusted proxies, clientAddr = %s, want the peer", got)
+	}
+}
+
+// The bad-key limiter counts per client behind a trusted proxy: two
+// clients behind one proxy do not share a budget, and one client cannot
+// escape its budget by changing the header when it is not a proxy.
+func TestTheBadKeyLimiterUsesTheForwardedClientBehindATrustedProxy(t *testing.T) {
+	ts := newTestServer(t, func(c *config.Config) {
+		c.HTTP.TrustedProxies = "10.0.0.0/8"
+		c.Auth.FailuresPerMinute = 2
+	})
+	try := func(peer, xff string) int {
+		r := httptest.NewRequest("GET", "/v1/account", nil)
+		r.RemoteAddr = peer
+		r.Header.Set("Authorization", "Bearer sk_wrong")
+		r.Header.Set("X-Forwarded-For", xff)
+		w := httptest.NewRecorder()
+		ts.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 2 {
+		if got := try("10.0.0.1:1", "198.51.100.1"); got != 401 {
+			t.Fatalf("bad key within the budget = %d, want 401", got)
+		}
+	}
+	if got := try("10.0.0.1:1", "198.51.100.1"); got != 429 {
+		t.Errorf("third bad key of one client = %d, want 429", got)
+	}
+	if got := try("10.0.0.1:1", "198.51.100.2"); got != 401 {
+		t.Errorf("another client behind the same proxy = %d, want 401 (its own budget)", got)
+	}
+	for range 2 {
+		try("203.0.113.9:1", "198.51.100.50")
+	}
+	if got := try("203.0.113.9:1", "198.51.100.51"); got != 429 {
+		t.Errorf("an untrusted peer changing X-Forwarded-For = %d, want 429 (keyed on the peer)", got)
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeCert makes a self-signed certificate for 127.0.0.1 with the given
+// serial and writes it and its key as PEM.
+func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "demosvc test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func TestServeAnswersHTTPSAndReloadsTheCertificateOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	first := writeCert(t, certFile, keyFile, 1)
+	env := map[string]string{
+		"DEMOSVC_DATA_DIR": filepath.Join(dir, "data"), "DEMOSVC_LISTEN": "127.0.0.1:0",
+		"DEMOSVC_TLS_CERT_FILE": certFile, "DEMOSVC_TLS_KEY_FILE": keyFile,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, io.Discard, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("serve did not stop")
+		}
+	}()
+
+	// serve.json names the address once it listens.
+	var info serveInfo
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling interval
+		b, err := os.ReadFile(filepath.Join(dir, "data", serveInfoFile))
+		if err == nil && json.Unmarshal(b, &info) == nil && info.Listen != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve never wrote serve.json")
+		}
+	}
+	served := func() (*x509.Certificate, int) {
+		t.Helper()
+		conn, err := tls.Dial("tcp", info.Listen, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("TLS handshake: %v", err)
+		}
+		defer conn.Close()
+		pool := x509.NewCertPool()
+		pool.AddCert(conn.ConnectionState().PeerCertificates[0])
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		resp, err := client.Get("https://" + info.Listen + "/healthz")
+		if err != nil {
+			t.Fatalf("GET /healthz over HTTPS: %v", err)
+		}
+		resp.Body.Close()
+		return conn.ConnectionState().PeerCertificates[0], resp.StatusCode
+	}
+	if cert, code := served(); cert.SerialNumber.Cmp(first.SerialNumber) != 0 || code != 200 {
+		t.Fatalf("served serial %v (status %d), want %v and 200", cert.SerialNumber, code, first.SerialNumber)
+	}
+	if resp, err := http.Get("http://" + info.Listen + "/healthz"); err == nil && resp.StatusCode == 200 {
+		t.Error("plain HTTP was answered on the TLS address")
+	}
+
+	second := writeCert(t, certFile, keyFile, 2)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling interval
+		cert, _ := served()
+		if cert.SerialNumber.Cmp(second.SerialNumber) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed certificate was never served after SIGHUP")
+		}
+	}
+}
+
+func TestServeRefusesToStartWithoutItsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{
+		"DEMOSVC_DATA_DIR": filepath.Join(dir, "data"), "DEMOSVC_LISTEN": "127.0.0.1:0",
+		"DEMOSVC_TLS_CERT_FILE": filepath.Join(dir, "missing.pem"), "DEMOSVC_TLS_KEY_FILE": filepath.Join(dir, "missing.key"),
+	}
+	var stderr strings.Builder
+	code := run(context.Background(), []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, io.Discard, &stderr)
+	if code != exitFail || !strings.Contains(stderr.String(), "missing.pem") {
+		t.Errorf("serve with a missing certificate = exit %d, %q; want exit 1 naming the file", code, stderr.String())
+	}
+}
