@@ -192,9 +192,22 @@ func (dp *Dispatcher) Retry(ctx context.Context, wh, id string) (Delivery, error
 	return r.d, r.err
 }
 
+// PrefixDelivery begins every delivery id.
+const PrefixDelivery = "dlv_"
+
 // Deliveries returns a page of a webhook's attempt log, most recent first:
 // at most limit deliveries before startingAfter (a delivery id), and
-// whether more remain.
+// whether more remain. A startingAfter the webhook has no delivery of is
+// ErrNoDelivery, as a list of the API refuses an unknown starting point.
 func (dp *Dispatcher) Deliveries(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
+	if startingAfter != "" {
+		_, ok, err := dp.store.get(wh, startingAfter)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, ErrNoDelivery
+		}
+	}
 	return dp.store.page(wh, limit, startingAfter)
 }

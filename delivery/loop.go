@@ -161,7 +161,7 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		d := &Delivery{ID: l.dp.ids.New("dlv_"), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
+		d := &Delivery{ID: l.dp.ids.New(PrefixDelivery), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
 			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
 			EventAt: rec.Time.UnixMilli()}
 		fresh = append(fresh, d)

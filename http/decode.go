@@ -10,15 +10,14 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
 
 // readJSON reads the request body into v strictly: the body must be
-// declared application/json, fit http.max_body_bytes, be valid UTF-8 and
-// one JSON object, and name no field v does not have. Every failure is an
+// declared application/json, fit http.max_body_bytes, and be one JSON
+// object with valid UTF-8 strings (see decodeStrict), and name no field v does not have. Every failure is an
 // answer (see shown), with the field in Param where there is one.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
@@ -32,9 +31,6 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 			return nil, apiError(EPayloadTooLarge, "", "the request body is larger than %d bytes", tooBig.Limit)
 		}
 		return nil, apiError(projections.EInvalid, "", "reading the request body: %v", err)
-	}
-	if !utf8.Valid(body) {
-		return nil, apiError(projections.EInvalid, "", "the request body is not valid UTF-8")
 	}
 	return body, decodeStrict(body, v)
 }

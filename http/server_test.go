@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	crand "crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -48,7 +49,11 @@ func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := projections.Open(log, projections.DefaultOptions)
+	opts := projections.DefaultOptions
+	if opts.Sealer, err = eventlog.NewSealer(bytes.Repeat([]byte{7}, 32), crand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	state, err := projections.Open(log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +141,7 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 		{"fraction", "application/json", `{"count":7.5}`, "invalid_request", "count", "count must be an integer"},
 		{"unknown field", "application/json", `{"colour":"red"}`, "invalid_request", "colour", `unknown field "colour"`},
 		{"trailing data", "application/json", `{} {}`, "invalid_request", "", "after the JSON object"},
-		{"invalid utf-8", "application/json", "{\"name\":\"\xff\"}", "invalid_request", "", "UTF-8"},
+		{"invalid utf-8", "application/json", "{\"name\":\"\xff\"}", "invalid_request", "name", "UTF-8"},
 		{"charset is fine", "application/json; charset=utf-8", `{"name":"ok"}`, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
