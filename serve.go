@@ -124,6 +124,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		BackoffFactor: cfg.Delivery.BackoffFactor, Concurrency: cfg.Delivery.Concurrency,
 		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
 		UserAgent: "demosvc/" + version, Clock: delivery.SystemClock{},
+		PerWebhookMetrics: cfg.Metrics.PerWebhook,
 	}, logger)
 	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
 	deliveriesDone := make(chan struct{})

@@ -42,6 +42,7 @@ var samples = map[string]string{
 	"delivery.concurrency":            "1024",
 	"delivery.allow_private_networks": "true",
 	"delivery.standard_webhooks":      "false",
+	"metrics.per_webhook":             "true",
 	"webhooks.max_per_account":        "1000",
 	"bootstrap.plan":                  "enterprise",
 	"snapshot.every":                  "0",
@@ -112,6 +113,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"leads.hot_threshold": "80", "delivery.timeout": "5s", "delivery.max_retries": "3",
 		"delivery.backoff": "30s", "delivery.backoff_factor": "4", "delivery.concurrency": "16",
 		"delivery.allow_private_networks": "false", "delivery.standard_webhooks": "true",
+		"metrics.per_webhook":      "false",
 		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "100000",
 		"secrets.master_key": "", "testing.clock": "", "testing.seed": "0",
 	}

@@ -23,6 +23,9 @@ type Config struct {
 	StandardWebhooks bool
 	UserAgent        string
 	Clock            Clock // nil is SystemClock
+	// PerWebhookMetrics adds demosvc_delivery_lag_events{webhook_id}: a
+	// tenant's identifier in /metrics, off unless asked for.
+	PerWebhookMetrics bool
 }
 
 // Dispatcher runs one delivery loop per registered webhook, and answers
@@ -68,7 +71,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
 		ids:     eventlog.NewIDs(cfg.Clock.Now),
 		loops:   map[string]*loop{},
-		metrics: newMetrics(),
+		metrics: newMetrics(cfg.PerWebhookMetrics),
 	}
 }
 

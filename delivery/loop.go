@@ -53,8 +53,7 @@ func (l *loop) run() error {
 	}
 	timer := l.dp.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	lag := l.dp.metrics.lag.WithLabelValues(l.t.ID)
-	defer l.dp.metrics.lag.DeleteLabelValues(l.t.ID)
+	defer l.dp.metrics.forgetLag(l.t.ID)
 	for {
 		select {
 		case <-l.stopping:
@@ -63,7 +62,7 @@ func (l *loop) run() error {
 		}
 		changed := l.dp.log.Changed()
 		head := l.dp.log.DurableSeq()
-		lag.Set(float64(head - min(head, cursor)))
+		l.dp.metrics.setLag(l.t.ID, head-min(head, cursor))
 		paused := l.retry.paused(len(l.pending))
 		if head > cursor && !paused {
 			// One chunk at a time, then attempts: a backlog never keeps
