@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -204,13 +205,24 @@ func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
 }
 
-// clientAddr is the address a request came from. X-Forwarded-For is not
-// trusted: run demosvc behind a proxy that sets the peer address, or give
-// the proxy's own limits.
+// clientAddr is the address a request came from, as the bad-key limiter
+// counts it: an IPv4 address (an IPv4-mapped IPv6 one included) by itself,
+// an IPv6 address by its /64, since one host is commonly given a whole /64
+// and could otherwise use a new address per request. X-Forwarded-For is
+// not trusted: run demosvc behind a proxy that sets the peer address, or
+// give the proxy's own limits.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }
