@@ -103,7 +103,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- apiSrv.Serve(apiLn) }()
+	go func() { errc <- apiSrv.Serve(demohttp.JSONErrorListener(apiLn)) }()
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "head_seq", log.DurableSeq())
 
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))

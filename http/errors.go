@@ -35,6 +35,8 @@ var statuses = map[string]int{
 	ERateLimited:                     http.StatusTooManyRequests,
 	projections.EInternal:            http.StatusInternalServerError,
 	EUnavailable:                     http.StatusServiceUnavailable,
+	EHeaderTooLarge:                  http.StatusRequestHeaderFieldsTooLarge,
+	ENotImplemented:                  http.StatusNotImplemented,
 }
 
 // statusOf returns the HTTP status of an error code.

@@ -59,7 +59,7 @@ var statusCodes = func() []int {
 	for _, s := range statuses {
 		out = append(out, s)
 	}
-	return append(out, http.StatusRequestHeaderFieldsTooLarge)
+	return out
 }()
 
 type seriesPair struct {

@@ -150,6 +150,10 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 
 // authenticate checks the Authorization header.
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return projections.Principal{}, apiError(projections.EInvalid, "",
+			"send one Authorization header, not %d", len(r.Header.Values("Authorization")))
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return projections.Principal{}, apiError(EUnauthorized, "",

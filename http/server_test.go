@@ -250,8 +250,8 @@ func TestNotReadyUntilTheStateIsRebuilt(t *testing.T) {
 	if w := get("GET", "/nothing"); w.Code != 404 || errorOf(t, w).Code != "not_found" {
 		t.Errorf("/nothing while replaying = %d %s, want 404 not_found", w.Code, w.Body)
 	}
-	if w := get("POST", "/healthz"); w.Code != 405 || w.Header().Get("Allow") != "GET" {
-		t.Errorf("POST /healthz while replaying = %d (Allow %q), want 405 (Allow GET)", w.Code, w.Header().Get("Allow"))
+	if w := get("POST", "/healthz"); w.Code != 405 || w.Header().Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /healthz while replaying = %d (Allow %q), want 405 (Allow GET, HEAD)", w.Code, w.Header().Get("Allow"))
 	}
 
 	d := ts.deps
