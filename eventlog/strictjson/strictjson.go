@@ -121,7 +121,7 @@ func tokenError(err error) error {
 		return &FieldError{Field: field, Problem: ProblemDuplicate}
 	case strings.Contains(se.Err.Error(), "invalid UTF-8"), loneSurrogate.MatchString(se.Err.Error()):
 		if field == "" {
-			return &FieldError{Problem: "invalid UTF-8 or lone surrogate in a field name"}
+			return &FieldError{Problem: "has invalid UTF-8 or a lone surrogate in a field name"}
 		}
 		return &FieldError{Field: field, Problem: ProblemUTF8}
 	}

@@ -76,6 +76,7 @@ func TestDecodeObjectIsExactAndRefusesWhatItWouldGuess(t *testing.T) {
 		{`{"name":"\ud800"}`, `lone surrogate in field "name"`, "name"},
 		{`{"name":"a\udfffb"}`, `lone surrogate in field "name"`, "name"},
 		{"{\"name\":\"\xff\"}", `invalid UTF-8`, "name"},
+		{`{"\udc00":1}`, "lone surrogate in a field name", ""},
 		{`{"name":"\ud83d\ude00"}`, "", ""}, // a proper pair
 		{`{"meta":{"K":1,"k":2}}`, "", ""},  // a map's keys are data, case and all
 	} {
