@@ -181,7 +181,6 @@ func TestDisplayStringsRefuseControlAndBidiAndAreTrimmed(t *testing.T) {
 
 func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 	l := serveLive(t, newTestServer(t, nil))
-	_, _ = world(l)
 	wh := l.mustCreate("/v1/webhooks", `{"url":"https://hooks.example.com/x","events":["demo.completed"]}`)
 	lists := map[string]string{
 		"/v1/agents":                         "agt_",
@@ -215,6 +214,11 @@ func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 			l.refuses("GET", path+"?"+tc.query, "", tc.param, tc.want)
 		}
 	}
+	// Any route refuses a query string it cannot read.
+	agent, session := world(l)
+	l.refuses("GET", "/v1/agents/"+agent+"?%zz=1", "", "", "malformed")
+	l.refuses("GET", "/v1/account?a=1;b=2", "", "", "malformed")
+	l.refuses("POST", "/v1/sessions/"+session+"/progress?%zz", `{"intent_score":5}`, "", "malformed")
 	// The filters a list takes are given once.
 	l.refuses("GET", "/v1/sessions?status=completed&status=abandoned", "", "status", "once")
 	l.refuses("GET", "/v1/agents?status=active&status=inactive", "", "status", "once")

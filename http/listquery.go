@@ -1,6 +1,7 @@
 package http
 
 import (
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	q := listQuery{ListQuery: projections.ListQuery{Limit: defaultLimit}, Filters: map[string]string{}}
 	values, err := url.ParseQuery(raw)
 	if err != nil {
-		return q, apiError(projections.EInvalid, "", "the query string is malformed (%v); escape reserved characters and separate parameters with &", err)
+		return q, malformedQuery(err)
 	}
 	for name, vs := range values {
 		if !utf8.ValidString(name) {
@@ -84,4 +85,21 @@ func accepted(spec listSpec) string {
 		s += ", " + f
 	}
 	return s
+}
+
+// wellFormedQuery answers 400 for a query string that does not parse,
+// on any route, rather than letting net/url drop what it cannot read;
+// lists check the rest with parseListQuery.
+func (s *Server) wellFormedQuery(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			s.writeError(w, r, malformedQuery(err))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func malformedQuery(err error) error {
+	return apiError(projections.EInvalid, "", "the query string is malformed (%v); escape reserved characters and separate parameters with &", err)
 }

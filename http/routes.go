@@ -82,7 +82,7 @@ func methodOrder(m string) int {
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, readiness(s.deps.Stopping, true), s.authenticated)
 	api := func(method, path string, h http.HandlerFunc) {
-		handle(r, method, path, route(path, s.authenticated(h)))
+		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
 	}
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)
