@@ -115,7 +115,10 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		cert.reloadOnHangup(logger, stopping)
 		go func() { errc <- apiSrv.ServeTLS(apiLn, "", "") }()
 	} else {
-		go func() { errc <- apiSrv.Serve(apiLn) }()
+		// net/http's own plain-text answers (431, 400, …) become JSON
+		// error objects. Over TLS they stay as net/http writes them: the
+		// wrapper would see only ciphertext.
+		go func() { errc <- apiSrv.Serve(demohttp.JSONErrorListener(apiLn)) }()
 	}
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
 
@@ -148,6 +151,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		BackoffFactor: cfg.Delivery.BackoffFactor, Concurrency: cfg.Delivery.Concurrency,
 		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
 		UserAgent: "demosvc/" + version, Clock: delivery.SystemClock{},
+		PerWebhookMetrics: cfg.Metrics.PerWebhook,
 	}, logger)
 	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
 	deliveriesDone := make(chan struct{})

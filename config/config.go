@@ -60,6 +60,11 @@ type Config struct {
 		StandardWebhooks     bool          // delivery.standard_webhooks
 	}
 
+	// Metrics holds what /metrics may show.
+	Metrics struct {
+		PerWebhook bool // metrics.per_webhook: webhook ids as labels
+	}
+
 	Webhooks  struct{ MaxPerAccount int } // webhooks.max_per_account
 	Bootstrap struct{ Plan string }       // bootstrap.plan
 	Snapshot  struct{ Every int }         // snapshot.every

@@ -75,6 +75,8 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Delivery.AllowPrivateNetworks }, nil},
 	{"delivery.standard_webhooks", "sign deliveries with Standard Webhooks headers",
 		func(c *Config) any { return &c.Delivery.StandardWebhooks }, nil},
+	{"metrics.per_webhook", "label delivery lag by webhook id in /metrics (names tenants' webhooks; off by default)",
+		func(c *Config) any { return &c.Metrics.PerWebhook }, nil},
 	{"webhooks.max_per_account", "webhook subscriptions allowed per account (1..1000)",
 		func(c *Config) any { return &c.Webhooks.MaxPerAccount }, func(c *Config) error { return between(c.Webhooks.MaxPerAccount, 1, 1000) }},
 	{"bootstrap.plan", "plan of the account created at first start: starter, pro or enterprise",

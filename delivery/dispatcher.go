@@ -23,6 +23,9 @@ type Config struct {
 	StandardWebhooks bool
 	UserAgent        string
 	Clock            Clock // nil is SystemClock
+	// PerWebhookMetrics adds demosvc_delivery_lag_events{webhook_id}: a
+	// tenant's identifier in /metrics, off unless asked for.
+	PerWebhookMetrics bool
 }
 
 // Dispatcher runs one delivery loop per registered webhook, and answers
@@ -70,7 +73,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
 		ids:     eventlog.NewIDs(cfg.Clock.Now),
 		loops:   map[string]*loop{},
-		metrics: newMetrics(),
+		metrics: newMetrics(cfg.PerWebhookMetrics),
 	}
 }
 
@@ -197,9 +200,22 @@ func (dp *Dispatcher) Retry(ctx context.Context, wh, id string) (Delivery, error
 	return r.d, r.err
 }
 
+// PrefixDelivery begins every delivery id.
+const PrefixDelivery = "dlv_"
+
 // Deliveries returns a page of a webhook's attempt log, most recent first:
 // at most limit deliveries before startingAfter (a delivery id), and
-// whether more remain.
+// whether more remain. A startingAfter the webhook has no delivery of is
+// ErrNoDelivery, as a list of the API refuses an unknown starting point.
 func (dp *Dispatcher) Deliveries(wh string, limit int, startingAfter string) ([]Delivery, bool, error) {
+	if startingAfter != "" {
+		_, ok, err := dp.store.get(wh, startingAfter)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, ErrNoDelivery
+		}
+	}
 	return dp.store.page(wh, limit, startingAfter)
 }

@@ -53,8 +53,7 @@ func (l *loop) run() error {
 	}
 	timer := l.dp.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	lag := l.dp.metrics.lag.WithLabelValues(l.t.ID)
-	defer l.dp.metrics.lag.DeleteLabelValues(l.t.ID)
+	defer l.dp.metrics.forgetLag(l.t.ID)
 	for {
 		select {
 		case <-l.stopping:
@@ -63,7 +62,7 @@ func (l *loop) run() error {
 		}
 		changed := l.dp.log.Changed()
 		head := l.dp.log.DurableSeq()
-		lag.Set(float64(head - min(head, cursor)))
+		l.dp.metrics.setLag(l.t.ID, head-min(head, cursor))
 		paused := l.retry.paused(len(l.pending))
 		if head > cursor && !paused {
 			// One chunk at a time, then attempts: a backlog never keeps
@@ -161,7 +160,7 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		d := &Delivery{ID: l.dp.ids.New("dlv_"), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
+		d := &Delivery{ID: l.dp.ids.New(PrefixDelivery), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
 			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
 			EventAt: rec.Time.UnixMilli()}
 		fresh = append(fresh, d)

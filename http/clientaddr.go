@@ -106,3 +106,19 @@ func parseForwardedAddr(s string) (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// limiterKey is the key the bad-key limiter counts a client address under:
+// an IPv4 address (an IPv4-mapped IPv6 one included) by itself, an IPv6
+// address by its /64, since one host is commonly given a whole /64 and
+// could otherwise use a new address per request.
+func limiterKey(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}

@@ -8,18 +8,16 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"reflect"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
 
 // readJSON reads the request body into v strictly: the body must be
-// declared application/json, fit http.max_body_bytes, be valid UTF-8 and
-// one JSON object, and name no field v does not have. Every failure is an
+// declared application/json, fit http.max_body_bytes, and be one JSON
+// object with valid UTF-8 strings (see decodeStrict), and name no field v does not have. Every failure is an
 // answer (see shown), with the field in Param where there is one.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
@@ -34,27 +32,24 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 		}
 		return nil, apiError(projections.EInvalid, "", "reading the request body: %v", err)
 	}
-	if !utf8.Valid(body) {
-		return nil, apiError(projections.EInvalid, "", "the request body is not valid UTF-8")
-	}
 	return body, decodeStrict(body, v)
 }
 
-// decodeStrict decodes one JSON object into v, refusing unknown fields,
-// wrong types and trailing data.
+// decodeStrict decodes one JSON object into v, refusing anything but an
+// object, unknown or differently-cased fields, a field given twice, wrong
+// types, invalid UTF-8 or lone surrogates, and trailing data.
 func decodeStrict(body []byte, v any) error {
 	if err := strictjson.DecodeObject(body, v); err != nil {
-		if errors.Is(err, strictjson.ErrTrailingData) {
+		var fe *strictjson.FieldError
+		switch {
+		case errors.Is(err, strictjson.ErrTrailingData):
 			return apiError(projections.EInvalid, "", "the request body has data after the JSON object")
+		case errors.As(err, &fe) && fe.Field == "":
+			return apiError(projections.EInvalid, "", "the request body %s", fe.Problem)
+		case errors.As(err, &fe):
+			return apiError(projections.EInvalid, fe.Field, "%s %q", fe.Problem, fe.Field)
 		}
-		err = jsonError(err)
-		var pe *ErrorObject
-		if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "unknown field") {
-			if path := unknownFieldPath(body, reflect.TypeOf(v)); path != "" {
-				pe.Param, pe.Message = path, fmt.Sprintf("unknown field %q", path)
-			}
-		}
-		return err
+		return jsonError(err)
 	}
 	if path := nullPath(body); path != "" {
 		return apiError(projections.EInvalid, path, "%s must not be null; leave the field out instead", path)
@@ -126,51 +121,6 @@ func jsonError(err error) error {
 		}
 		return apiError(projections.EInvalid, "", "the request body is not valid: %v", err)
 	}
-}
-
-// unknownFieldPath returns the dotted path of the first field of body that
-// t (a struct, or pointer to one) does not have, such as "contact.age".
-func unknownFieldPath(body []byte, t reflect.Type) string {
-	var m map[string]any
-	if json.Unmarshal(body, &m) != nil {
-		return ""
-	}
-	return walkUnknown(m, t, "")
-}
-
-func walkUnknown(m map[string]any, t reflect.Type, prefix string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return ""
-	}
-	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ft, ok := fields[k]
-		if !ok {
-			return prefix + k
-		}
-		if sub, isMap := m[k].(map[string]any); isMap {
-			if p := walkUnknown(sub, ft, prefix+k+"."); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
 }
 
 // jsonTypeName names a Go type the way a JSON client thinks of it.

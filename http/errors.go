@@ -35,6 +35,8 @@ var statuses = map[string]int{
 	ERateLimited:                     http.StatusTooManyRequests,
 	projections.EInternal:            http.StatusInternalServerError,
 	EUnavailable:                     http.StatusServiceUnavailable,
+	EHeaderTooLarge:                  http.StatusRequestHeaderFieldsTooLarge,
+	ENotImplemented:                  http.StatusNotImplemented,
 }
 
 // statusOf returns the HTTP status of an error code.
@@ -57,10 +59,15 @@ type ErrorObject struct {
 func (e *ErrorObject) Error() string { return e.Code + ": " + e.Message }
 
 // apiError returns an *ErrorObject with code, a formatted message, and the
-// request field at fault in param ("" for none).
+// request field at fault in param ("" for none). String arguments and
+// param are values from the request: they are clipped to
+// projections.MaxEcho bytes, so that an error never repeats a huge input.
 func apiError(code, param, format string, args ...any) *ErrorObject {
-	return &ErrorObject{Code: code, Message: fmt.Sprintf(format, args...), Param: param}
+	return &ErrorObject{Code: code, Message: fmt.Sprintf(format, projections.ClipArgs(args)...), Param: clip(param)}
 }
+
+// clip is projections.Clip: a request value cut for an error message.
+func clip(s string) string { return projections.Clip(s) }
 
 // shown returns what a client is shown of err when err is an answer,
 // decided by this layer or by the domain; false for anything else.

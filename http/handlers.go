@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -32,16 +30,16 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r, "status")
+	q, ok := s.listQuery(w, r, listSpec{projections.PrefixAgent, []string{"status"}})
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Agents(principal(r).Account.ID, q, r.URL.Query().Get("status"))
+	page, err := s.deps.State.Agents(principal(r).Account.ID, q.ListQuery, q.Filters["status"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, q, page, func(v projections.AgentView) string { return v.ID })
+	writePage(w, r, page, func(v projections.AgentView) string { return v.ID })
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
@@ -121,13 +119,12 @@ func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r, "agent_id", "status", "contact_id")
+	q, ok := s.listQuery(w, r, listSpec{projections.PrefixSession, []string{"agent_id", "status", "contact_id"}})
 	if !ok {
 		return
 	}
-	qs := r.URL.Query()
-	f := projections.SessionFilter{AgentID: qs.Get("agent_id"), ContactID: qs.Get("contact_id"), Status: qs.Get("status")}
-	body, lastID, more, err := s.deps.State.SessionsJSON(principal(r).Account.ID, f, q)
+	f := projections.SessionFilter{AgentID: q.Filters["agent_id"], ContactID: q.Filters["contact_id"], Status: q.Filters["status"]}
+	body, lastID, more, err := s.deps.State.SessionsJSON(principal(r).Account.ID, f, q.ListQuery)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -148,16 +145,16 @@ func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r)
+	q, ok := s.listQuery(w, r, listSpec{idPrefix: projections.PrefixContact})
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Contacts(principal(r).Account.ID, q)
+	page, err := s.deps.State.Contacts(principal(r).Account.ID, q.ListQuery)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, q, page, func(v projections.ContactView) string { return v.ID })
+	writePage(w, r, page, func(v projections.ContactView) string { return v.ID })
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
@@ -195,43 +192,20 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) ([]by
 	return body, true
 }
 
-// Default and largest page sizes.
-const (
-	defaultLimit = 20
-	maxLimit     = 100
-)
-
-// listQuery reads limit and starting_after, and refuses any query
-// parameter not in allowed; on failure it has answered.
-func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, allowed ...string) (projections.ListQuery, bool) {
-	q := projections.ListQuery{Limit: defaultLimit}
-	for name, vs := range r.URL.Query() {
-		switch {
-		case name == "limit":
-			n, err := strconv.Atoi(vs[0])
-			if err != nil || n < 1 || n > maxLimit || len(vs) > 1 {
-				s.writeError(w, r, apiError(projections.EInvalid, "limit", "limit must be an integer from 1 to %d", maxLimit))
-				return q, false
-			}
-			q.Limit = n
-		case name == "starting_after":
-			q.StartingAfter = vs[0]
-		case slices.Contains(allowed, name):
-			if len(vs) > 1 {
-				s.writeError(w, r, apiError(projections.EInvalid, name, "%s may be given once", name))
-				return q, false
-			}
-		default:
-			s.writeError(w, r, apiError(projections.EInvalid, name, "unknown query parameter %q", name))
-			return q, false
-		}
+// listQuery reads a list's query string (see parseListQuery); on failure
+// it has answered.
+func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, spec listSpec) (listQuery, bool) {
+	q, err := parseListQuery(r.URL.RawQuery, spec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return q, false
 	}
 	return q, true
 }
 
 // writePage writes {"data":[…]} and, when more items remain, a Link header
 // to the next page (RFC 8288).
-func writePage[T any](w http.ResponseWriter, r *http.Request, q projections.ListQuery, page projections.Page[T], idOf func(T) string) {
+func writePage[T any](w http.ResponseWriter, r *http.Request, page projections.Page[T], idOf func(T) string) {
 	if page.More && len(page.Data) > 0 {
 		setNextLink(w, r, idOf(page.Data[len(page.Data)-1]))
 	}
@@ -294,16 +268,16 @@ func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r)
+	q, ok := s.listQuery(w, r, listSpec{idPrefix: projections.PrefixWebhook})
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Webhooks(principal(r).Account.ID, q)
+	page, err := s.deps.State.Webhooks(principal(r).Account.ID, q.ListQuery)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, q, page, func(v projections.WebhookView) string { return v.ID })
+	writePage(w, r, page, func(v projections.WebhookView) string { return v.ID })
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +294,7 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r)
+	q, ok := s.listQuery(w, r, listSpec{idPrefix: delivery.PrefixDelivery})
 	if !ok {
 		return
 	}
@@ -334,6 +308,10 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ds, more, err := s.deps.Deliveries.Deliveries(wh, q.Limit, q.StartingAfter)
+	if errors.Is(err, delivery.ErrNoDelivery) {
+		s.writeError(w, r, apiError(projections.EInvalid, "starting_after", "no delivery %q of webhook %s", q.StartingAfter, wh))
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -342,7 +320,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 	if page.Data == nil {
 		page.Data = []delivery.Delivery{}
 	}
-	writePage(w, r, q, page, func(d delivery.Delivery) string { return d.ID })
+	writePage(w, r, page, func(d delivery.Delivery) string { return d.ID })
 }
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,23 +26,57 @@ type Metrics struct {
 }
 
 type requestSeries struct {
-	route, method string
-	code          int
+	route, method, code string
 }
+
+// methodLabel is method if it is one of HTTP's standard methods, else
+// "other": a client may send any token as a method.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
+// codeLabel is the status code if the server writes it (the statuses of
+// errors.go and the successes), else its class ("5xx"): a fixed set
+// whatever a handler does.
+func codeLabel(code int) string {
+	if code == http.StatusOK || code == http.StatusCreated || code == http.StatusNoContent || slices.Contains(statusCodes, code) {
+		return strconv.Itoa(code)
+	}
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// statusCodes are the statuses of the error table.
+var statusCodes = func() []int {
+	var out []int
+	for _, s := range statuses {
+		out = append(out, s)
+	}
+	return out
+}()
 
 type seriesPair struct {
 	count   prometheus.Counter
 	latency prometheus.Observer
 }
 
-// observe counts one request and its latency.
+// observe counts one request and its latency. route is a route pattern
+// or "unmatched"; the method and code are reduced to fixed sets (see
+// methodLabel, codeLabel), so that no client can add a series.
 func (m *Metrics) observe(route, method string, code int, elapsed time.Duration) {
-	key := requestSeries{route, method, code}
+	key := requestSeries{route, methodLabel(method), codeLabel(code)}
 	v, ok := m.children.Load(key)
 	if !ok {
 		v, _ = m.children.LoadOrStore(key, &seriesPair{
-			count:   m.requests.WithLabelValues(route, method, strconv.Itoa(code)),
-			latency: m.latency.WithLabelValues(route),
+			count:   m.requests.WithLabelValues(key.route, key.method, key.code),
+			latency: m.latency.WithLabelValues(key.route),
 		})
 	}
 	p := v.(*seriesPair)
@@ -56,7 +91,7 @@ func NewMetrics(headSeq func() float64) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "demosvc_http_requests_total",
-			Help: "HTTP requests by route pattern, method and status code.",
+			Help: "HTTP requests by route pattern (or unmatched), method (standard ones, else other) and status code.",
 		}, []string{"route", "method", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "demosvc_http_request_duration_seconds",

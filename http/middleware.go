@@ -122,7 +122,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
-			d := s.badAuth.Take(s.proxies.clientAddr(r), s.deps.Config.Auth.FailuresPerMinute)
+			d := s.badAuth.Take(limiterKey(s.proxies.clientAddr(r)), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
 				s.writeError(w, r, apiError(ERateLimited, "",
@@ -149,6 +149,10 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 
 // authenticate checks the Authorization header.
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return projections.Principal{}, apiError(projections.EInvalid, "",
+			"send one Authorization header, not %d", len(r.Header.Values("Authorization")))
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return projections.Principal{}, apiError(EUnauthorized, "",

@@ -2,6 +2,7 @@ package http
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -79,5 +80,58 @@ func TestLimitersStayBoundedUnderAFloodOfNewKeys(t *testing.T) {
 	clock.advance(2 * time.Minute)
 	if !l.Take("192.0.2.1", 60).Allowed {
 		t.Error("a new address is refused although every bucket is full again")
+	}
+}
+
+// TestBadKeysFromOneIPv6SlashSixtyFourShareABucket sends bad keys from
+// many addresses of one /64 and expects them counted together, while
+// another /64 and IPv4 addresses keep their own.
+func TestBadKeysFromOneIPv6SlashSixtyFourShareABucket(t *testing.T) {
+	ts := newTestServer(t, nil)
+	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ts.badAuth = NewLimiters(func() time.Time { return frozen }, maxBadAuthClients)
+	send := func(remote string) int {
+		req := httptest.NewRequest("GET", "/v1/account", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer sk_bad")
+		w := httptest.NewRecorder()
+		ts.ServeHTTP(w, req)
+		return w.Code
+	}
+	counts := map[int]int{}
+	for i := 0; i < 200; i++ {
+		counts[send(fmt.Sprintf("[2001:db8:1:2:%x:%x::%x]:443", i, i*7, i+1))]++
+	}
+	if counts[401] != 60 || counts[429] != 140 {
+		t.Errorf("200 bad keys from one /64: %v; want 60 x 401 then 429s", counts)
+	}
+	if code := send("[2001:db8:1:3::1]:443"); code != 401 {
+		t.Errorf("another /64: %d, want 401 (a bucket of its own)", code)
+	}
+	if code := send("[::ffff:198.51.100.7]:443"); code != 401 {
+		t.Errorf("an IPv4-mapped address: %d, want 401", code)
+	}
+	if code := send("198.51.100.8:443"); code != 401 {
+		t.Errorf("an IPv4 address: %d, want 401", code)
+	}
+	if n := ts.badAuth.Len(); n != 4 {
+		t.Errorf("%d buckets, want 4 (one /64, another /64, two IPv4)", n)
+	}
+}
+
+func TestClientAddrGroupsIPv6ByItsSlashSixtyFour(t *testing.T) {
+	for remote, want := range map[string]string{
+		"198.51.100.7:1":                  "198.51.100.7",
+		"[::ffff:198.51.100.7]:1":         "198.51.100.7",
+		"[2001:db8:1:2:aaaa:bbbb:cc:d]:1": "2001:db8:1:2::/64",
+		"[2001:db8:1:2::1%eth0]:1":        "2001:db8:1:2::/64",
+		"[::1]:1":                         "::/64",
+		"not an address":                  "not an address",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if got := limiterKey((proxies{}).clientAddr(r)); got != want {
+			t.Errorf("clientAddr(%q) = %q, want %q", remote, got, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package http
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -31,8 +32,9 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 		}
 		h(w, req)
 	})
-	// A known route with the wrong method; the router has set Allow, and
-	// always lists OPTIONS, which this API does not serve.
+	// A known route with the wrong method; the router has set Allow, in
+	// no fixed order, and always lists OPTIONS, which this API does not
+	// serve.
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var allow []string
 		for _, m := range strings.Split(w.Header().Get("Allow"), ", ") {
@@ -40,6 +42,7 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 				allow = append(allow, m)
 			}
 		}
+		slices.SortFunc(allow, func(a, b string) int { return methodOrder(a) - methodOrder(b) })
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		h := func(w http.ResponseWriter, r *http.Request) {
 			answerError(logger, w, r, apiError(EMethodNotAllowed, "",
@@ -50,10 +53,28 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 		}
 		h(w, req)
 	})
-	r.Handler(http.MethodGet, "/healthz", route("/healthz", handleHealth))
-	r.Handler(http.MethodGet, "/readyz", route("/readyz", ready))
-	r.Handler(http.MethodGet, "/metrics", route("/metrics", metrics.handler().ServeHTTP))
+	handle(r, http.MethodGet, "/healthz", route("/healthz", handleHealth))
+	handle(r, http.MethodGet, "/readyz", route("/readyz", ready))
+	handle(r, http.MethodGet, "/metrics", route("/metrics", metrics.handler().ServeHTTP))
 	return r
+}
+
+// handle registers h for method and path, and for HEAD too when method is
+// GET: a HEAD is answered as the GET would be, without the body (net/http
+// drops it).
+func handle(r *httprouter.Router, method, path string, h http.HandlerFunc) {
+	r.Handler(method, path, h)
+	if method == http.MethodGet {
+		r.Handler(http.MethodHead, path, h)
+	}
+}
+
+// methodOrder orders the methods of an Allow header.
+func methodOrder(m string) int {
+	if i := slices.Index([]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}, m); i >= 0 {
+		return i
+	}
+	return 99
 }
 
 // routes registers every route of the public API in one place (the open
@@ -61,7 +82,7 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, s.deps.Health.readiness(true), s.authenticated)
 	api := func(method, path string, h http.HandlerFunc) {
-		r.Handler(method, path, route(path, s.authenticated(h)))
+		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
 	}
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strings"
-	"unicode/utf8"
 
 	"demosvc/eventlog"
 )
@@ -64,24 +63,9 @@ func CheckAccountInput(name, plan string, rpm int) error {
 	return nil
 }
 
-// checkText checks a required string field's length in characters and its
-// encoding.
-func checkText(param, v string, min, max int) error {
-	if !utf8.ValidString(v) {
-		return ParamErrorf(EInvalid, param, "must be valid UTF-8")
-	}
-	n := utf8.RuneCountInString(v)
-	if n < min || n > max {
-		if min == 1 && n == 0 {
-			return ParamErrorf(EInvalid, param, "must not be empty")
-		}
-		return ParamErrorf(EInvalid, param, "must be %d to %d characters, got %d", min, max, n)
-	}
-	return nil
-}
-
 // CreateAccount opens an account.
 func (p *Projections) CreateAccount(ctx context.Context, actor, name, plan string, rpm int) (Account, error) {
+	name = TrimText(name)
 	if err := CheckAccountInput(name, plan, rpm); err != nil {
 		return Account{}, err
 	}

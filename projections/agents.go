@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"unicode/utf8"
 
 	"demosvc/eventlog"
 )
@@ -33,7 +34,12 @@ func checkPersona(v string) error {
 	if len(v) > maxPersonaBytes {
 		return ParamErrorf(EInvalid, "persona", "must be at most %d bytes", maxPersonaBytes)
 	}
-	return checkOptionalText("persona", v, maxPersonaBytes)
+	if !utf8.ValidString(v) {
+		return ParamErrorf(EInvalid, "persona", "must be valid UTF-8")
+	}
+	// A persona is a prompt: it keeps its lines, tabs and surrounding
+	// space, but holds no other control or hiding character.
+	return checkChars("persona", v, true)
 }
 
 // Validate checks a new agent's fields.
@@ -80,6 +86,7 @@ func (p *AgentPatch) Validate() error {
 
 // CreateAgent creates an agent in the caller's account.
 func (p *Projections) CreateAgent(ctx context.Context, pr Principal, in AgentInput, idem *Idempotency) (any, error) {
+	in.Name = TrimText(in.Name)
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
@@ -106,6 +113,10 @@ func (p *Projections) UpdateAgent(ctx context.Context, pr Principal, agentID str
 	id, ok := ParseID(PrefixAgent, agentID)
 	if !ok {
 		return AgentView{}, notFound("agent", agentID)
+	}
+	if patch.Name != nil {
+		name := TrimText(*patch.Name)
+		patch.Name = &name
 	}
 	if err := patch.Validate(); err != nil {
 		return AgentView{}, err

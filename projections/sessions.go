@@ -76,6 +76,11 @@ func (in *SessionInput) Validate() error {
 // StartSession starts a session in_progress for an agent, capturing the
 // contact when its e-mail is new to the account.
 func (p *Projections) StartSession(ctx context.Context, pr Principal, in SessionInput, idem *Idempotency) (any, error) {
+	if in.Contact != nil {
+		c := *in.Contact
+		c.Name, c.Company = TrimText(c.Name), TrimText(c.Company)
+		in.Contact = &c
+	}
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}

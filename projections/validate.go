@@ -54,14 +54,6 @@ func checkEmail(param, v string) error {
 	return nil
 }
 
-// checkOptionalText checks a string that may be empty.
-func checkOptionalText(param, v string, max int) error {
-	if v == "" {
-		return nil
-	}
-	return checkText(param, v, 1, max)
-}
-
 func checkRange(param string, v *int, max int) error {
 	if v != nil && (*v < 0 || *v > max) {
 		return ParamErrorf(EInvalid, param, "must be an integer from 0 to %d", max)

@@ -110,7 +110,9 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 		if errors.Is(err, netguard.ErrNotPublic) {
 			msg += "; deliveries there are refused (delivery.allow_private_networks)"
 		}
-		return ParamErrorf(EInvalid, "url", "%s", msg)
+		// The whole sentence is ours (the URL is at most maxURLBytes), so
+		// it is not clipped as an echoed value would be.
+		return &Error{Code: EInvalid, Message: msg, Param: "url"}
 	}
 	if len(in.Events) == 0 {
 		return ParamErrorf(EInvalid, "events", "must name at least one event: %v", webhookEvents)

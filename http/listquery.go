@@ -1,0 +1,105 @@
+package http
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"demosvc/projections"
+)
+
+// Default and largest page sizes.
+const (
+	defaultLimit = 20
+	maxLimit     = 100
+)
+
+// listSpec is what one list accepts in its query string besides limit
+// and starting_after: the id prefix of its items (starting_after must be
+// one) and the names of its filters.
+type listSpec struct {
+	idPrefix string
+	filters  []string
+}
+
+// listQuery is a list's query, validated: Filters holds each filter given.
+type listQuery struct {
+	projections.ListQuery
+	Filters map[string]string
+}
+
+// parseListQuery reads the raw query string of a list request, the one way
+// every list reads it. It refuses, naming the parameter: a query string
+// that does not parse (a bad %-escape, a ';' separator), a name or value
+// that is not UTF-8, a parameter given twice, a name the list does not
+// take, a limit that is not a plain integer from 1 to maxLimit, and a
+// starting_after that is not an id of the list's kind (given in canonical
+// lowercase form after this). Nothing of a refused query is used.
+func parseListQuery(raw string, spec listSpec) (listQuery, error) {
+	q := listQuery{ListQuery: projections.ListQuery{Limit: defaultLimit}, Filters: map[string]string{}}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, malformedQuery(err)
+	}
+	for name, vs := range values {
+		if !utf8.ValidString(name) {
+			return q, apiError(projections.EInvalid, "", "a query parameter name is not valid UTF-8")
+		}
+		known := name == "limit" || name == "starting_after" || slices.Contains(spec.filters, name)
+		if !known {
+			return q, apiError(projections.EInvalid, name, "unknown query parameter %q; this list takes %s", name, accepted(spec))
+		}
+		if len(vs) > 1 {
+			return q, apiError(projections.EInvalid, name, "%s may be given once, got %d values", name, len(vs))
+		}
+		v := vs[0]
+		if !utf8.ValidString(v) {
+			return q, apiError(projections.EInvalid, name, "%s must be valid UTF-8", name)
+		}
+		switch name {
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxLimit || v != strconv.Itoa(n) {
+				return q, apiError(projections.EInvalid, "limit", "limit must be an integer from 1 to %d, got %q", maxLimit, v)
+			}
+			q.Limit = n
+		case "starting_after":
+			id, ok := projections.ParseID(spec.idPrefix, v)
+			if !ok {
+				return q, apiError(projections.EInvalid, "starting_after", "starting_after must be an id %s…, got %q", spec.idPrefix, v)
+			}
+			q.StartingAfter = projections.FormatID(spec.idPrefix, id)
+		default:
+			q.Filters[name] = v
+		}
+	}
+	return q, nil
+}
+
+// accepted lists the parameters a list takes, for an error message.
+func accepted(spec listSpec) string {
+	s := "limit, starting_after"
+	for _, f := range spec.filters {
+		s += ", " + f
+	}
+	return s
+}
+
+// wellFormedQuery answers 400 for a query string that does not parse,
+// on any route, rather than letting net/url drop what it cannot read;
+// lists check the rest with parseListQuery.
+func (s *Server) wellFormedQuery(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			s.writeError(w, r, malformedQuery(err))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func malformedQuery(err error) error {
+	return apiError(projections.EInvalid, "", "the query string is malformed (%v); escape reserved characters and separate parameters with &", err)
+}

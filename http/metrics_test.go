@@ -1,0 +1,64 @@
+package http
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// series counts the series of /metrics whose name begins with prefix.
+func series(t *testing.T, url, prefix string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestInventedMethodsAndPathsAddNoSeries sends requests with invented
+// methods and paths and expects the number of request series to stop
+// growing after the first round: every label value is from a fixed set.
+func TestInventedMethodsAndPathsAddNoSeries(t *testing.T) {
+	l := serveLive(t, newTestServer(t, nil))
+	round := func(r int) {
+		for i := 0; i < 100; i++ {
+			for _, path := range []string{fmt.Sprintf("/v1/agents/x%d_%d", r, i), fmt.Sprintf("/x%d_%d", r, i), "/v1/agents", "/healthz"} {
+				req, _ := http.NewRequest(fmt.Sprintf("M%dX%d", r, i), l.url+path, nil)
+				if i%2 == 0 {
+					req.Header.Set("Authorization", "Bearer "+l.ts.key)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		}
+	}
+	// The first rounds meet every answer there is: 401, then 429 for bad
+	// keys, 404, 405, and /metrics itself.
+	round(0)
+	series(t, l.url, "demosvc_http_")
+	round(1)
+	before := series(t, l.url, "demosvc_http_")
+	round(2)
+	round(3)
+	after := series(t, l.url, "demosvc_http_")
+	if after != before {
+		t.Errorf("demosvc_http_ series: %d after two rounds of 400 invented requests, %d after four; want no growth", before, after)
+	}
+	if requests := series(t, l.url, "demosvc_http_requests_total{"); requests > 20 {
+		t.Errorf("%d request series from four routes; want a handful", requests)
+	}
+}

@@ -1,0 +1,120 @@
+package http
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHeadIsServedOnEveryGetRoute(t *testing.T) {
+	l := serveLive(t, newTestServer(t, nil))
+	agent, session := world(l)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/account", "/v1/agents", "/v1/agents/" + agent,
+		"/v1/sessions", "/v1/sessions/" + session, "/v1/contacts", "/v1/webhooks"} {
+		req, _ := http.NewRequest("HEAD", l.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+l.ts.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Type") == "" {
+			t.Errorf("HEAD %s: %d, %d body bytes, Content-Type %q; want 200, no body, the GET's headers", path, resp.StatusCode, len(b), resp.Header.Get("Content-Type"))
+		}
+	}
+	if code, _ := l.call("HEAD", "/v1/agents/agt_01m80s8vkm2e8k3np7nbv61qm2", ""); code != http.StatusNotFound {
+		t.Errorf("HEAD of a missing agent: %d, want 404", code)
+	}
+	code, b := l.call("DELETE", "/v1/agents", "")
+	if code != http.StatusMethodNotAllowed || !strings.Contains(string(b), "allowed: GET, HEAD, POST") {
+		t.Errorf("DELETE /v1/agents: %d %s; want 405 listing GET, HEAD, POST", code, b)
+	}
+}
+
+func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
+	l := serveLive(t, newTestServer(t, nil))
+	for _, second := range []string{"Bearer " + l.ts.key, "Bearer sk_other"} {
+		req, _ := http.NewRequest("GET", l.url+"/v1/account", nil)
+		req.Header.Add("Authorization", "Bearer "+l.ts.key)
+		req.Header.Add("Authorization", second)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e ErrorBody
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest || e.Error.Code != "invalid_request" || !strings.Contains(e.Error.Message, "one Authorization header") {
+			t.Errorf("two Authorization headers (%.20s…): %d %+v; want 400 invalid_request", second, resp.StatusCode, e.Error)
+		}
+	}
+}
+
+// TestNetHTTPsOwnAnswersAreErrorObjects sends what net/http refuses before
+// any handler runs, on a listener wrapped as serve wraps it, and expects
+// JSON error objects with the same statuses.
+func TestNetHTTPsOwnAnswersAreErrorObjects(t *testing.T) {
+	ts := newTestServer(t, nil)
+	srv := httptest.NewUnstartedServer(ts)
+	srv.Config.MaxHeaderBytes = 1 << 10
+	srv.Listener = JSONErrorListener(srv.Listener)
+	srv.Start()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+		code      string
+	}{
+		{"header block too large", "GET /v1/account HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n", 431, EHeaderTooLarge},
+		{"malformed header line", "GET /v1/account HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", 400, "invalid_request"},
+		{"no Host", "GET /v1/account HTTP/1.1\r\n\r\n", 400, "invalid_request"},
+		{"bad request line", "GET\r\n\r\n", 400, "invalid_request"},
+		{"two Host headers", "GET /v1/account HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "invalid_request"},
+		{"unknown transfer coding", "POST /v1/agents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: zip\r\n\r\n", 501, ENotImplemented},
+		{"HTTP/2 to an HTTP/1 server", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0, ""},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		go io.WriteString(conn, tc.raw) // the server may answer before reading it all
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var e ErrorBody
+		derr := json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		conn.Close()
+		if tc.status == 0 {
+			tc.status, tc.code = resp.StatusCode, e.Error.Code
+			if resp.StatusCode < 400 || resp.StatusCode >= 600 {
+				t.Errorf("%s: status %d, want an error", tc.name, resp.StatusCode)
+			}
+		}
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || derr != nil || e.Error.Code != tc.code || e.Error.Message == "" {
+			t.Errorf("%s: %d %q %+v (%v); want %d application/json with code %q", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), e.Error, derr, tc.status, tc.code)
+		}
+	}
+	// Ordinary answers pass through untouched.
+	resp, err := http.Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "{\"status\":\"ok\"}\n" {
+		t.Errorf("/healthz through the wrapped listener: %d %q", resp.StatusCode, b)
+	}
+}
