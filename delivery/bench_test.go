@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"demosvc/eventlog"
 	"demosvc/projections"
 )
 
@@ -142,6 +143,9 @@ func BenchmarkDeliveries(b *testing.B) {
 			b.ReportMetric(bareRate, "bare-posts/s")
 			b.ReportMetric(rate/bareRate, "ratio")
 			b.ReportMetric(0, "ns/op")
+			if used, err := w.store.DiskUsage(eventlog.KeyspaceDelivery); err == nil {
+				b.ReportMetric(float64(used)/float64(total), "disk-B/delivery")
+			}
 		})
 	}
 }

@@ -139,6 +139,8 @@ const (
 	KeyspaceSnapshot byte = 's'
 	// KeyspaceDelivery holds webhook cursors and retry state.
 	KeyspaceDelivery byte = 'd'
+	// KeyspaceLog is the log itself, for DiskUsage; only Log reads it.
+	KeyspaceLog = prefixLog
 )
 
 func logKey(seq uint64) []byte {

@@ -186,6 +186,16 @@ func lockError(dataDir string, err error) error {
 // committed so far is in table files as well as in the WAL.
 func (s *Store) Flush() error { return s.db.Flush() }
 
+// DiskUsage flushes the memtable and estimates the bytes on disk of the
+// keys in a keyspace (KeyspaceLog, KeyspaceDelivery, …), compressed, for
+// capacity figures.
+func (s *Store) DiskUsage(keyspace byte) (uint64, error) {
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	return s.db.EstimateDiskUsage([]byte{keyspace}, []byte{keyspace + 1})
+}
+
 // Dir returns the data dir.
 func (s *Store) Dir() string { return s.dir }
 

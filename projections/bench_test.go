@@ -28,6 +28,7 @@ func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
 		b.Fatal(err)
 	}
 	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), projtest.BenchSessions(), time.Since(start))
+
 	return dir, store, log
 }
 
@@ -59,6 +60,9 @@ func BenchmarkMemoryPerSession(b *testing.B) {
 		runtime.KeepAlive(state)
 	}
 	b.ReportMetric(perSession, "heap-B/session")
+	if used, err := store.DiskUsage(eventlog.KeyspaceLog); err == nil {
+		b.ReportMetric(float64(used)/float64(log.DurableSeq()), "disk-B/event")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 
