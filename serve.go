@@ -115,7 +115,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	info := state.LoadInfo()
 	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
 		"took", info.Took, "snapshot_ignored", info.Ignored)
-	if err := c.bootstrap(cfg, state, logger); err != nil {
+	if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
 		apiSrv.Close()
 		return err
 	}
@@ -143,7 +143,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
-		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping}))
+		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Dashboard: newDashboard(cfg, state, logger, ids.Now)}))
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 
@@ -186,8 +186,9 @@ func projectionOptions(cfg *config.Config, sealer *eventlog.Sealer, logger *slog
 }
 
 // bootstrap creates account "default" and its first key when the log has
-// no account, and prints the key once.
-func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logger *slog.Logger) error {
+// no account, and prints the key once, with the one-time link where the
+// account's first admin sets up the dashboard.
+func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logger *slog.Logger, baseURL string, now time.Time) error {
 	acc, key, created, err := state.Bootstrap(c.ctx, cfg.Bootstrap.Plan)
 	if err != nil {
 		return fmt.Errorf("creating the default account: %w", err)
@@ -198,7 +199,7 @@ func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logg
 	logger.Info("created the default account", "account_id", acc.ID, "plan", acc.Plan, "key_id", key.ID)
 	fmt.Fprintf(c.stdout, "Created account %q (%s, plan %s) and its API key.\n", acc.Name, acc.ID, acc.Plan)
 	fmt.Fprintf(c.stdout, "API key (shown once; it will not be shown again, store it now):\n%s\n", key.Key)
-	return nil
+	return c.printFirstAdminLink(cfg, state, acc, baseURL, now)
 }
 
 // writeServeInfo writes serve.json atomically.

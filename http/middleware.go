@@ -171,16 +171,7 @@ func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 }
 
 // planLimit returns an account's requests per minute; 0 is unlimited.
-func (s *Server) planLimit(a projections.Account) int {
-	switch a.Plan {
-	case projections.PlanStarter:
-		return s.deps.Config.Plans.Starter
-	case projections.PlanPro:
-		return s.deps.Config.Plans.Pro
-	default:
-		return a.RateLimitPerMinute
-	}
-}
+func (s *Server) planLimit(a projections.Account) int { return PlanLimit(s.deps.Config, a) }
 
 // setRateLimitHeaders sets the IETF RateLimit headers of a limited account.
 func setRateLimitHeaders(w http.ResponseWriter, d Decision) {

@@ -60,6 +60,9 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 // ones in newRouter).
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, readiness(s.deps.Stopping, true), s.authenticated)
+	if s.deps.Dashboard != nil {
+		mountDashboard(r, s.deps.Dashboard)
+	}
 	api := func(method, path string, h http.HandlerFunc) {
 		r.Handler(method, path, route(path, s.authenticated(h)))
 	}

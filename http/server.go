@@ -29,6 +29,9 @@ type Deps struct {
 	// Stopping is closed when the process begins to shut down: /readyz
 	// answers 503 "stopping" from then on. nil never closes.
 	Stopping <-chan struct{}
+	// Dashboard serves every path outside /v1, /healthz, /readyz and
+	// /metrics; nil leaves them a JSON 404.
+	Dashboard http.Handler
 }
 
 // Server is the public HTTP API over a rebuilt state. Build it with
