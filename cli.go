@@ -184,7 +184,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		return 0, err
 	}
 	defer d.close()
-	a := &demohttp.Admin{Log: d.log, State: d.state}
+	a := &demohttp.Admin{Log: d.log, State: d.state, DashboardURL: dashboardURL(cfg, cfg.Listen), Clock: newIDs(cfg).Now}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
 

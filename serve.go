@@ -139,7 +139,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
-	admin := &demohttp.Admin{Log: log, State: state}
+	admin := &demohttp.Admin{Log: log, State: state, DashboardURL: dashboardURL(cfg, apiLn.Addr().String()), Clock: ids.Now}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
