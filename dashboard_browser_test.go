@@ -304,6 +304,12 @@ func TestDashboardInABrowser(t *testing.T) {
 		if p.path() != "/login" {
 			t.Fatalf("signed out, / is at %s, want /login", p.path())
 		}
+		// The dashboard takes every path but the API's own.
+		for path, want := range map[string]int{"/v1/nope": 401, "/v1": 401, "/healthz": 200, "/readyz": 200, "/metrics": 200} {
+			if r := get(t, base+path); r.StatusCode != want || strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+				t.Errorf("GET %s: %d %s, want %d from the API, not the dashboard", path, r.StatusCode, r.Header.Get("Content-Type"), want)
+			}
+		}
 		p.screenshot("login")
 		p.open(m[1])
 		p.screenshot("setup")

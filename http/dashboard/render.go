@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"embed"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -25,18 +26,19 @@ type pages struct {
 var funcs = template.FuncMap{
 	// when renders an API timestamp (or time) as people read it, in UTC.
 	"when": func(v any) string {
+		var s string
 		switch t := v.(type) {
 		case string:
-			if p, err := time.Parse(time.RFC3339, t); err == nil {
-				return p.UTC().Format("2006-01-02 15:04 UTC")
-			}
-			return t
+			s = t
 		case time.Time:
 			return t.UTC().Format("2006-01-02 15:04 UTC")
-		case interface{ String() string }:
-			return t.String()
+		case fmt.Stringer: // projections.Timestamp renders as RFC 3339
+			s = t.String()
 		}
-		return ""
+		if p, err := time.Parse(time.RFC3339, s); err == nil {
+			return p.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		return s
 	},
 	"deref": func(p *string) string {
 		if p == nil {
