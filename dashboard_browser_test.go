@@ -553,3 +553,16 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboardDisabled needs no browser: with dashboard.enabled off, serve
+// prints no setup link and every path outside the API is its JSON 404.
+func TestDashboardDisabled(t *testing.T) {
+	base, out := startServe(t, map[string]string{"DEMOSVC_DASHBOARD_ENABLED": "false"})
+	if strings.Contains(out.String(), "/setup/") {
+		t.Errorf("serve printed a setup link with the dashboard off:\n%s", out.String())
+	}
+	r := get(t, base+"/login")
+	if r.StatusCode != http.StatusNotFound || r.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("GET /login: %d %s, want the API's JSON 404", r.StatusCode, r.Header.Get("Content-Type"))
+	}
+}

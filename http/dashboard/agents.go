@@ -13,7 +13,7 @@ const agentsPerPage = 20
 type agentsData struct {
 	Agents []projections.AgentView
 	Status string // the filter: "", active or inactive
-	Next   string // the query of the next page; "" on the last
+	Next   string // the URL of the next page; "" on the last
 }
 
 // handleAgents lists the account's agents, newest first, a page at a time
@@ -32,7 +32,7 @@ func (db *Dashboard) handleAgents(w http.ResponseWriter, r *http.Request, c *cal
 		if status != "" {
 			v.Set("status", status)
 		}
-		d.Next = v.Encode()
+		d.Next = "/agents?" + v.Encode()
 	}
 	db.render(w, r, http.StatusOK, "agents", view{Title: "Agents", Section: "agents", Data: d})
 }

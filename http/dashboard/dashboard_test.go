@@ -170,3 +170,43 @@ func TestHeadersAndCookies(t *testing.T) {
 		}
 	})
 }
+
+func TestAgentsListPagesNewestFirst(t *testing.T) {
+	srv, p, acc, clock := server(t, config.Default())
+	tok := signIn(t, p, acc, "a@example.com", clock.now(), time.Hour)
+	var accounts projections.Account
+	for _, a := range p.Accounts() {
+		if a.ID == acc {
+			accounts = a
+		}
+	}
+	for i := range agentsPerPage + 5 {
+		if _, err := p.CreateAgent(context.Background(), projections.Principal{Account: accounts, KeyID: "cli"},
+			projections.AgentInput{Name: "agent-" + string(rune('A'+i)), SandboxURL: "https://s.example.com"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, first := do(t, srv, "GET", "/agents", tok, nil)
+	if n := strings.Count(first, `<tr><td><a href="/agents/agt_`); n != agentsPerPage {
+		t.Fatalf("first page has %d agents, want %d", n, agentsPerPage)
+	}
+	if !strings.Contains(first, "agent-Y") || strings.Contains(first, "agent-E<") {
+		t.Error("the first page is not the newest agents")
+	}
+	i := strings.Index(first, `href="/agents?after=`)
+	if i < 0 {
+		t.Fatalf("no next page link in %s", first[strings.Index(first, "</table>"):])
+	}
+	next := first[i+len(`href="`):]
+	next = strings.ReplaceAll(next[:strings.IndexByte(next, '"')], "&amp;", "&")
+	_, second := do(t, srv, "GET", next, tok, nil)
+	if n := strings.Count(second, `<tr><td><a href="/agents/agt_`); n != 5 || !strings.Contains(second, "agent-A<") {
+		t.Errorf("second page has %d agents, want the 5 oldest", n)
+	}
+	if strings.Contains(second, "Next page") {
+		t.Error("the last page links to a next one")
+	}
+	if resp, _ := do(t, srv, "GET", "/agents?status=gone", tok, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an unknown status filter: %d, want 400", resp.StatusCode)
+	}
+}
