@@ -41,7 +41,7 @@ commands:
   keys create --account ACC_ID      prints the key once
   keys list [--account ACC_ID]
   keys revoke KEY_ID
-  users create --account ACC_ID --email E [--role admin|viewer]   prints a one-time setup link
+  users create --account ACC_ID --email E [--role viewer|admin]   prints a one-time setup link
   users list [--account ACC_ID]
   users reset-password USER_ID      prints a one-time setup link
   users disable USER_ID

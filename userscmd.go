@@ -18,7 +18,7 @@ func (c *cli) users(args []string) int {
 		fs, cf := c.flagSet("users create")
 		account := fs.String("account", "", "account `id` (required)")
 		email := fs.String("email", "", "the user's `e-mail` (required)")
-		role := fs.String("role", "admin", "`role`: admin or viewer")
+		role := fs.String("role", "viewer", "`role`: viewer (read only, the default) or admin")
 		if !c.parse(fs, args[1:], 0) {
 			return exitUsage
 		}

@@ -42,7 +42,7 @@ func (a *Admin) handleCreateUser(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	if in.Role == "" {
-		in.Role = projections.RoleAdmin
+		in.Role = projections.RoleViewer // least privilege unless asked
 	}
 	u, link, err := a.State.CreateUser(r.Context(), "cli", in.AccountID, in.Email, in.Role, a.now())
 	if err != nil {

@@ -112,11 +112,15 @@ func (db *Dashboard) routes() http.Handler {
 	return mux
 }
 
+// maxFormBytes bounds a dashboard request's body.
+const maxFormBytes = 256 << 10
+
 // csp allows nothing but this origin's own files: no inline script or
 // style, no framing, forms posting only here.
 const csp = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 
-// securityHeaders sets the headers of every dashboard answer. Pages are
+// securityHeaders sets the headers of every dashboard answer, and bounds
+// its body. Pages are
 // never stored by a cache: several show a secret once, and all show an
 // account's data.
 func securityHeaders(next http.Handler) http.Handler {
@@ -127,6 +131,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-store")
+		// The largest form is an agent's (a 32 KiB persona); a bigger body
+		// is cut off and its fields read as missing.
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		next.ServeHTTP(w, r)
 	})
 }
