@@ -140,12 +140,16 @@ func (db *Dashboard) handleInviteUser(w http.ResponseWriter, r *http.Request, c 
 		return
 	}
 	data = usersData{Users: db.deps.State.Users(c.Account.ID), Role: projections.RoleViewer,
-		Invited: &invited{Email: u.Email, URL: originOf(r) + link.Path()}}
+		Invited: &invited{Email: u.Email, URL: db.origin(r) + link.Path()}}
 	db.render(w, r, http.StatusCreated, "users", view{Title: "Users", Section: "settings", Data: data})
 }
 
-// originOf is the origin the browser reached the dashboard at.
-func originOf(r *http.Request) string {
+// origin is the base of links the dashboard hands out: dashboard.public_url
+// when set (behind a proxy), else the origin the browser reached it at.
+func (db *Dashboard) origin(r *http.Request) string {
+	if u := db.deps.Config.Dashboard.PublicURL; u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
