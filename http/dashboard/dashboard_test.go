@@ -210,3 +210,49 @@ func TestAgentsListPagesNewestFirst(t *testing.T) {
 		t.Errorf("an unknown status filter: %d, want 400", resp.StatusCode)
 	}
 }
+
+// TestSignInIsLimitedPerAddressAndPerEmail uses the injected clock, which
+// stands still: no attempt is refilled during the test.
+func TestSignInIsLimitedPerAddressAndPerEmail(t *testing.T) {
+	cfg := config.Default()
+	cfg.Dashboard.SignInPerMinute = 3
+	clock := &testClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	p, acc := openState(t, clock.now)
+	db := New(Deps{State: p, Config: cfg, Clock: clock.now})
+	signIn(t, p, acc, "a@example.com", clock.now(), time.Hour)
+	login := func(addr, email, password string) int {
+		form := url.Values{"email": {email}, "password": {password}}
+		req := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = addr + ":4000"
+		rec := httptest.NewRecorder()
+		db.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	t.Run("per address, whatever the e-mail, and the right password too", func(t *testing.T) {
+		for i, email := range []string{"x@example.com", "y@example.com", "z@example.com"} {
+			if got := login("10.0.0.1", email, "wrong password!"); got != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d, want 401", i+1, got)
+			}
+		}
+		if got := login("10.0.0.1", "a@example.com", "a long password"); got != http.StatusTooManyRequests {
+			t.Errorf("4th attempt from one address: %d, want 429", got)
+		}
+	})
+	t.Run("per e-mail, whatever the address", func(t *testing.T) {
+		for i, addr := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
+			if got := login(addr, "A@example.com", "wrong password!"); got != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d, want 401", i+1, got)
+			}
+		}
+		if got := login("10.0.0.5", "a@example.com", "a long password"); got != http.StatusTooManyRequests {
+			t.Errorf("4th attempt on one e-mail: %d, want 429", got)
+		}
+	})
+	t.Run("a minute later the owner signs in", func(t *testing.T) {
+		clock.add(time.Minute)
+		if got := login("10.0.0.6", "a@example.com", "a long password"); got != http.StatusSeeOther {
+			t.Errorf("after a minute: %d, want 303", got)
+		}
+	})
+}
