@@ -392,3 +392,15 @@ func (p *Projections) UserByID(id string) (User, bool) {
 	})
 	return u, ok
 }
+
+// AccountByID returns one account.
+func (p *Projections) AccountByID(id string) (Account, bool) {
+	var a Account
+	var ok bool
+	p.View(func(s *State) {
+		if acc := s.accounts[id]; acc != nil {
+			a, ok = *acc, true
+		}
+	})
+	return a, ok
+}

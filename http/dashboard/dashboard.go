@@ -186,11 +186,9 @@ func (db *Dashboard) caller(r *http.Request) (*caller, bool) {
 	if !ok {
 		return nil, false
 	}
-	var acc projections.Account
-	for _, a := range db.deps.State.Accounts() {
-		if a.ID == info.User.AccountID {
-			acc = a
-		}
+	acc, ok := db.deps.State.AccountByID(info.User.AccountID)
+	if !ok {
+		return nil, false
 	}
 	return &caller{User: info.User, Account: acc, token: ck.Value}, true
 }

@@ -256,3 +256,35 @@ func TestSignInIsLimitedPerAddressAndPerEmail(t *testing.T) {
 		}
 	})
 }
+
+func TestSetupFormKeepsWhatWasTypedAndSaysWhatIsWrong(t *testing.T) {
+	srv, p, acc, clock := server(t, config.Default())
+	link, err := p.IssueSetupLink(context.Background(), "cli", acc, "", clock.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ email, password, confirm, field, msg string }{
+		{"pat@example.com", "a long password", "a long passwore", "confirm-error", "The two passwords differ."},
+		{"pat@example.com", "short", "short", "password-error", "must be at least 12 characters"},
+		{"not an e-mail", "a long password", "a long password", "email-error", "must be an e-mail address"},
+	} {
+		resp, body := do(t, srv, "POST", link.Path(), "", url.Values{"email": {c.email}, "password": {c.password}, "confirm": {c.confirm}})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `id="`+c.field+`">`+c.msg) {
+			t.Errorf("%+v: %d, want 422 with %q under its field", c, resp.StatusCode, c.msg)
+		}
+		if !strings.Contains(body, `value="`+c.email+`"`) {
+			t.Errorf("%+v: the typed e-mail is not kept", c)
+		}
+	}
+	if len(p.Users(acc)) != 0 {
+		t.Error("a refused setup created a user")
+	}
+	resp, _ := do(t, srv, "POST", link.Path(), "", url.Values{"email": {"pat@example.com"}, "password": {"a long password"}, "confirm": {"a long password"}})
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("setup: %d with cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	users := p.Users(acc)
+	if len(users) != 1 || users[0].Email != "pat@example.com" || users[0].Role != projections.RoleAdmin {
+		t.Errorf("users %+v, want pat as admin", users)
+	}
+}
