@@ -284,7 +284,8 @@ const hostileName = `<script>window.__pwned=1</script><img src=x onerror="window
 
 func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
-	base, out := startServe(t, map[string]string{"DEMOSVC_DASHBOARD_SIGN_IN_PER_MINUTE": "3"})
+	env := map[string]string{"DEMOSVC_DASHBOARD_SIGN_IN_PER_MINUTE": "3"}
+	base, out := startServe(t, env)
 	shots := os.Getenv("DEMOSVC_SCREENSHOTS")
 	if shots != "" {
 		if err := os.MkdirAll(shots, 0o755); err != nil {
@@ -464,6 +465,26 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("unknown agent: %q, want the 404 page", p.body())
 		}
 		p.screenshot("not-found")
+	})
+
+	t.Run("the log names the user as the actor of every change made in the dashboard", func(t *testing.T) {
+		var logOut, logErr syncBuffer
+		code := run(context.Background(), []string{"demosvc", "log", "--type", "agent.created", "--type", "agent.updated",
+			"--type", "api_key.created", "--type", "api_key.revoked", "--type", "user.created"},
+			func(k string) string { return env[k] }, nil, &logOut, &logErr)
+		if code != 0 {
+			t.Fatalf("demosvc log: %d %s", code, logErr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(logOut.String()), "\n")
+		if len(lines) < 7 {
+			t.Fatalf("%d events, want the key created and revoked, the agent created and updated:\n%s", len(lines), logOut.String())
+		}
+		for i, l := range lines {
+			bootstrapKey := i == 0 && strings.Contains(l, `"type":"api_key.created"`)
+			if !bootstrapKey && !regexp.MustCompile(`"actor":"usr_[0-9a-z]{26}"`).MatchString(l) {
+				t.Errorf("event not caused by the signed-in user: %s", l)
+			}
+		}
 	})
 
 	t.Run("a viewer cannot create keys", func(t *testing.T) {
