@@ -44,16 +44,21 @@ type commonFlags struct {
 // commandHelp is each command's positional arguments and what it does, for
 // its --help.
 var commandHelp = map[string][2]string{
-	"serve":           {"", "Serve the API (and deliver webhooks) from the data dir."},
-	"log":             {"", "Print the log as JSON lines. Subcommands: verify, export, import."},
-	"log verify":      {"", "Recompute the hash chain; exit 1 naming the first bad seq."},
-	"log export":      {"", "Write the log as JSON lines with hashes and sealed values."},
-	"log import":      {"FILE", "Load an export or a hand-written fixture into a new data dir (FILE - reads standard input)."},
-	"accounts create": {"", "Create an account."},
-	"accounts list":   {"", "List the accounts with the rate limit in force."},
-	"keys create":     {"", "Create an API key for an account; it is printed once."},
-	"keys list":       {"", "List API keys (never the keys themselves)."},
-	"keys revoke":     {"KEY_ID", "Revoke an API key: it gets 401 from then on."},
+	"serve":                {"", "Serve the API (and deliver webhooks) from the data dir."},
+	"log":                  {"", "Print the log as JSON lines. Subcommands: verify, export, import."},
+	"log verify":           {"", "Recompute the hash chain; exit 1 naming the first bad seq."},
+	"log export":           {"", "Write the log as JSON lines with hashes and sealed values."},
+	"log import":           {"FILE", "Load an export or a hand-written fixture into a new data dir (FILE - reads standard input)."},
+	"accounts create":      {"", "Create an account."},
+	"accounts list":        {"", "List the accounts with the rate limit in force."},
+	"keys create":          {"", "Create an API key for an account; it is printed once."},
+	"keys list":            {"", "List API keys (never the keys themselves)."},
+	"keys revoke":          {"KEY_ID", "Revoke an API key: it gets 401 from then on."},
+	"users create":         {"", "Create a dashboard user and print a one-time setup link."},
+	"users list":           {"", "List dashboard users."},
+	"users reset-password": {"USER_ID", "Print a new one-time setup link; the user's sessions end."},
+	"users disable":        {"USER_ID", "Disable a user: their sessions end, they can never sign in again."},
+	"backup":               {"DIR", "Write a consistent copy of the data dir to DIR, also while serve runs."},
 }
 
 // commandGroups lists the subcommands of each command that has them.
@@ -61,6 +66,7 @@ var commandGroups = map[string][]string{
 	"accounts": {"create", "list"},
 	"keys":     {"create", "list", "revoke"},
 	"log":      {"verify", "export", "import"},
+	"users":    {"create", "list", "reset-password", "disable"},
 }
 
 // flagSet returns a flag set for command name with --config and --data.
@@ -304,7 +310,7 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		return 0, err
 	}
 	defer d.close()
-	a := &demohttp.Admin{Log: d.log, State: d.state, Config: cfg}
+	a := &demohttp.Admin{Log: d.log, State: d.state, Config: cfg, DashboardURL: dashboardURL(cfg, cfg.Listen), Clock: newIDs(cfg).Now}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
 

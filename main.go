@@ -41,6 +41,10 @@ commands:
   keys create --account ACC_ID      prints the key once
   keys list [--account ACC_ID]
   keys revoke KEY_ID
+  users create --account ACC_ID --email E [--role viewer|admin]   prints a one-time setup link
+  users list [--account ACC_ID]
+  users reset-password USER_ID      prints a one-time setup link
+  users disable USER_ID
   version
 
 Every command takes --config FILE and --data DIR (default ./data).
@@ -72,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return c.accounts(rest)
 	case "keys":
 		return c.keys(rest)
+	case "users":
+		return c.users(rest)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "demosvc %s\n", version)
 		return exitOK

@@ -51,6 +51,10 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			// Every command of a script uses $WORK/data unless told otherwise.
 			env.Setenv("DEMOSVC_DATA_DIR", filepath.Join(env.WorkDir, "data"))
+			// The dashboard's first-admin setup link is one more event at
+			// bootstrap, which would shift every seeded id in the API's
+			// golden files; scripts about the dashboard turn it back on.
+			env.Setenv("DEMOSVC_DASHBOARD_ENABLED", "false")
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -142,7 +142,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",
 			"webhook_ids", ids)
 	}
-	if err := c.bootstrap(cfg, state, logger); err != nil {
+	if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
 		apiSrv.Close()
 		return err
 	}
@@ -167,11 +167,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
-	admin := &demohttp.Admin{Log: log, State: state, Config: cfg}
+	admin := &demohttp.Admin{Log: log, State: state, Config: cfg, DashboardURL: dashboardURL(cfg, apiLn.Addr().String()), Clock: ids.Now}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
-		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health}))
+		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
+		Dashboard: newDashboard(cfg, state, logger, ids.Now)}))
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 
@@ -214,8 +215,9 @@ func projectionOptions(cfg *config.Config, sealer *eventlog.Sealer, logger *slog
 }
 
 // bootstrap creates account "default" and its first key when the log has
-// no account, and prints the key once.
-func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logger *slog.Logger) error {
+// no account, and prints the key once, with the one-time link where the
+// account's first admin sets up the dashboard.
+func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logger *slog.Logger, baseURL string, now time.Time) error {
 	acc, key, created, err := state.Bootstrap(c.ctx, cfg.Bootstrap.Plan)
 	if err != nil {
 		return fmt.Errorf("creating the default account: %w", err)
@@ -226,7 +228,7 @@ func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logg
 	logger.Info("created the default account", "account_id", acc.ID, "plan", acc.Plan, "key_id", key.ID)
 	fmt.Fprintf(c.stdout, "Created account %q (%s, plan %s) and its API key.\n", acc.Name, acc.ID, acc.Plan)
 	fmt.Fprintf(c.stdout, "API key (shown once; it will not be shown again, store it now):\n%s\n", key.Key)
-	return nil
+	return c.printFirstAdminLink(cfg, state, acc, baseURL, now)
 }
 
 // writeServeInfo writes serve.json atomically.

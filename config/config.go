@@ -70,6 +70,16 @@ type Config struct {
 	Snapshot  struct{ Every int }         // snapshot.every
 	Secrets   struct{ MasterKey string }  // secrets.master_key
 
+	// Dashboard holds the web dashboard's settings.
+	Dashboard struct {
+		Enabled         bool          // dashboard.enabled
+		SecureCookies   bool          // dashboard.secure_cookies
+		SessionIdle     time.Duration // dashboard.session_idle
+		SessionMax      time.Duration // dashboard.session_max
+		SignInPerMinute int           // dashboard.sign_in_per_minute
+		PublicURL       string        // dashboard.public_url
+	}
+
 	// Testing is for deterministic golden tests only.
 	Testing struct {
 		Clock string // testing.clock: "" or an RFC 3339 time

@@ -52,6 +52,12 @@ var samples = map[string]string{
 	"secrets.master_key":              key32,
 	"testing.clock":                   "2024-01-02T03:04:05Z",
 	"testing.seed":                    "-42",
+	"dashboard.enabled":               "false",
+	"dashboard.secure_cookies":        "true",
+	"dashboard.session_idle":          "30m",
+	"dashboard.session_max":           "24h",
+	"dashboard.sign_in_per_minute":    "3",
+	"dashboard.public_url":            "https://demos.example.com",
 }
 
 // get renders the value of key in c the way Keys renders defaults.
@@ -120,6 +126,8 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "100000",
 		"secrets.master_key": "", "testing.clock": "", "testing.seed": "0",
 		"http.trusted_proxies": "", "tls.cert_file": "", "tls.key_file": "",
+		"dashboard.enabled": "true", "dashboard.secure_cookies": "false", "dashboard.session_idle": "12h",
+		"dashboard.session_max": "168h", "dashboard.sign_in_per_minute": "10", "dashboard.public_url": "",
 	}
 	keys := Keys()
 	if !slices.IsSortedFunc(keys, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) }) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +86,18 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Snapshot.Every }, func(c *Config) error { return between(c.Snapshot.Every, 0, math.MaxInt) }},
 	{"secrets.master_key", "standard base64 of a 32-byte key encrypting stored secrets",
 		func(c *Config) any { return &c.Secrets.MasterKey }, func(c *Config) error { return masterKey(c.Secrets.MasterKey) }},
+	{"dashboard.enabled", "serve the web dashboard on the API's address",
+		func(c *Config) any { return &c.Dashboard.Enabled }, nil},
+	{"dashboard.secure_cookies", "mark session cookies Secure with the __Host- prefix (set behind a TLS proxy)",
+		func(c *Config) any { return &c.Dashboard.SecureCookies }, nil},
+	{"dashboard.session_idle", "a dashboard session ends after this long without a request",
+		func(c *Config) any { return &c.Dashboard.SessionIdle }, func(c *Config) error { return positive(c.Dashboard.SessionIdle) }},
+	{"dashboard.session_max", "a dashboard session ends this long after sign-in, whatever its use",
+		func(c *Config) any { return &c.Dashboard.SessionMax }, func(c *Config) error { return positive(c.Dashboard.SessionMax) }},
+	{"dashboard.sign_in_per_minute", "sign-in attempts allowed per minute per client address and per e-mail",
+		func(c *Config) any { return &c.Dashboard.SignInPerMinute }, func(c *Config) error { return positive(c.Dashboard.SignInPerMinute) }},
+	{"dashboard.public_url", "base URL of printed setup links (empty = http://<listen address>)",
+		func(c *Config) any { return &c.Dashboard.PublicURL }, func(c *Config) error { return baseURL(c.Dashboard.PublicURL) }},
 	{"testing.clock", "fixed RFC 3339 time for deterministic tests (empty = real clock)",
 		func(c *Config) any { return &c.Testing.Clock }, func(c *Config) error { return rfc3339(c.Testing.Clock) }},
 	{"testing.seed", "random seed for deterministic tests (0 = random)",
@@ -115,6 +128,10 @@ func Default() *Config {
 	c.Webhooks.MaxPerAccount = 25
 	c.Bootstrap.Plan = "pro"
 	c.Snapshot.Every = 100000
+	c.Dashboard.Enabled = true
+	c.Dashboard.SessionIdle = 12 * time.Hour
+	c.Dashboard.SessionMax = 7 * 24 * time.Hour
+	c.Dashboard.SignInPerMinute = 10
 	return c
 }
 
@@ -251,6 +268,18 @@ func masterKey(v string) error {
 	}
 	if len(b) != 32 {
 		return fmt.Errorf("must be standard base64 of exactly 32 bytes (got %d bytes)", len(b))
+	}
+	return nil
+}
+
+// baseURL checks an optional absolute http(s) URL with no query.
+func baseURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("must be an absolute http or https URL such as https://demos.example.com (got %q)", v)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -27,6 +28,10 @@ type Admin struct {
 	Log    *eventlog.Log
 	State  *projections.Projections
 	Config *config.Config // for the rate limits in force
+	// DashboardURL is the base of the setup links `users` prints.
+	DashboardURL string
+	// Clock dates setup links; nil means time.Now.
+	Clock func() time.Time
 }
 
 // Handler returns the admin routes.
@@ -40,6 +45,10 @@ func (a *Admin) Handler() http.Handler {
 	r.POST("/admin/keys", a.handleCreateKey)
 	r.GET("/admin/keys", a.handleListKeys)
 	r.POST("/admin/keys/:id/revoke", a.handleRevokeKey)
+	r.POST("/admin/users", a.handleCreateUser)
+	r.GET("/admin/users", a.handleListUsers)
+	r.POST("/admin/users/:id/reset-password", a.handleResetPassword)
+	r.POST("/admin/users/:id/disable", a.handleDisableUser)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, http.StatusNotFound, "no admin command at "+r.URL.Path)
 	})

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"demosvc/config"
 	"demosvc/projections"
 )
 
@@ -176,20 +175,6 @@ func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
 
 // planLimit returns an account's requests per minute; 0 is unlimited.
 func (s *Server) planLimit(a projections.Account) int { return PlanLimit(s.deps.Config, a) }
-
-// PlanLimit returns the requests per minute in force for an account: its
-// plan's figure from config, or an enterprise account's own; 0 is
-// unlimited.
-func PlanLimit(cfg *config.Config, a projections.Account) int {
-	switch a.Plan {
-	case projections.PlanStarter:
-		return cfg.Plans.Starter
-	case projections.PlanPro:
-		return cfg.Plans.Pro
-	default:
-		return a.RateLimitPerMinute
-	}
-}
 
 // setRateLimitHeaders sets the IETF RateLimit headers of a limited account.
 func setRateLimitHeaders(w http.ResponseWriter, d Decision) {

@@ -81,6 +81,9 @@ func methodOrder(m string) int {
 // ones in newRouter).
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, s.deps.Health.readiness(true), s.authenticated)
+	if s.deps.Dashboard != nil {
+		mountDashboard(r, s.deps.Dashboard)
+	}
 	api := func(method, path string, h http.HandlerFunc) {
 		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
 	}

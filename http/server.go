@@ -33,6 +33,9 @@ type Deps struct {
 	// on /readyz; the caller registers its Collectors. nil watches Log
 	// with Stopping, without verification, and registers its gauges.
 	Health *Health
+	// Dashboard serves every path outside /v1, /healthz, /readyz and
+	// /metrics; nil leaves them a JSON 404.
+	Dashboard http.Handler
 }
 
 // Server is the public HTTP API over a rebuilt state. Build it with

@@ -40,7 +40,9 @@ type NewKey struct {
 // Principal is who an authenticated request acts for.
 type Principal struct {
 	Account Account
-	KeyID   string
+	// KeyID is who the events are recorded as caused by: the API key's
+	// id, or the signed-in dashboard user's id (usr_…).
+	KeyID string
 }
 
 // CheckAccountInput validates the fields of a new account.

@@ -48,6 +48,18 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 		err = s.applyWebhookDeleted(rec, p)
 	case *WebhookDisabled:
 		err = s.applyWebhookDisabled(rec, p)
+	case *UserCreated:
+		err = s.applyUserCreated(rec, p)
+	case *UserSetupIssued:
+		err = s.applyUserSetupIssued(rec, p)
+	case *UserPasswordSet:
+		err = s.applyUserPasswordSet(rec, p)
+	case *UserSignedIn:
+		err = s.applyUserSignedIn(rec, p)
+	case *UserSignedOut:
+		err = s.applyUserSignedOut(rec, p)
+	case *UserDisabled:
+		err = s.applyUserDisabled(rec, p)
 	default:
 		err = errorf("no projection for %T", payload)
 	}
@@ -97,7 +109,7 @@ func (s *State) applyKeyCreated(rec *eventlog.Record, p *APIKeyCreated) error {
 	} else {
 		copy(h[:], b)
 	}
-	k := &APIKey{ID: p.KeyID, AccountID: rec.Account, Hash: h, Last4: p.Last4, CreatedAt: Timestamp(rec.Time)}
+	k := &APIKey{ID: p.KeyID, AccountID: rec.Account, Hash: h, Last4: p.Last4, CreatedAt: Timestamp(rec.Time), CreatedBy: rec.Actor}
 	s.keys[k.ID] = k
 	s.keysByHash[h] = k
 	s.keyOrder = append(s.keyOrder, k)

@@ -175,5 +175,6 @@ func NewRegistry() *eventlog.Registry {
 	eventlog.Register[WebhookRegistered](r, TypeWebhookRegistered, 1)
 	eventlog.Register[WebhookDeleted](r, TypeWebhookDeleted, 1)
 	eventlog.Register[WebhookDisabled](r, TypeWebhookDisabled, 1)
+	registerUserEvents(r)
 	return r
 }

@@ -167,8 +167,9 @@ func dump(s *State) string {
 	}
 	for _, k := range s.keyOrder {
 		enc.Encode(k)
-		fmt.Fprintf(&b, " hash %x\n", k.Hash)
+		fmt.Fprintf(&b, " hash %x created by %s\n", k.Hash, k.CreatedBy)
 	}
+	dumpUsers(&b, s)
 	return b.String()
 }
 
@@ -192,6 +193,7 @@ func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 				prs = append(prs, e.account(fmt.Sprintf("acc%d", i)))
 			}
 			var agents, sessions, contacts, webhooks []string
+			users := newUserSteps(e)
 			score := func() *int { v := rng.IntN(101); return &v }
 			sig := func() *Signals { return &Signals{rng.IntN(101), rng.IntN(101), rng.IntN(101)} }
 			url := "https://replay.example.com/x"
@@ -254,6 +256,8 @@ func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 						if len(webhooks) > 0 {
 							err = e.p.DeleteWebhook(ctx, pr, webhooks[rng.IntN(len(webhooks))])
 						}
+					case 3:
+						err = users.step(rng, pr)
 					}
 				}
 				var pe *Error

@@ -13,7 +13,7 @@ import (
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 4
+const snapshotVersion = 5
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 4 << 20
@@ -125,6 +125,8 @@ func (s *State) encodeSnapshot() ([]byte, error) {
 			w.bool(wh.disabled)
 		}
 	}
+	// Dashboard users: one block at the end (usersnapshot.go).
+	s.encodeUsers(w)
 	return w.buf, w.err
 }
 
@@ -312,6 +314,10 @@ func decodeSnapshot(b []byte) (*State, error) {
 			t.webhooks[i] = wh
 			s.webhooks[wh.id] = wh
 		}
+	}
+	// Dashboard users: one block at the end (usersnapshot.go).
+	if r.err == nil {
+		s.decodeUsers(r)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errors.New("trailing bytes")

@@ -21,6 +21,8 @@ type State struct {
 	contacts map[ID]*contact
 	sessions map[ID]*session
 	webhooks map[string]*webhook
+
+	users userState // dashboard users, setup links and sessions (userstate.go)
 }
 
 // Account is a tenant. Everything else belongs to exactly one account.
@@ -42,6 +44,8 @@ type APIKey struct {
 	Last4     string            `json:"last4"`
 	CreatedAt Timestamp         `json:"created_at"`
 	RevokedAt *Timestamp        `json:"revoked_at"`
+	// CreatedBy is the actor that created the key: "cli" or a user id.
+	CreatedBy string `json:"-"`
 }
 
 // Timestamp is a time as the API shows it: RFC 3339, UTC, whole seconds.
@@ -60,7 +64,7 @@ func (t Timestamp) String() string { return time.Time(t).UTC().Format(timeFormat
 
 // NewState returns the state of an empty log.
 func NewState() *State {
-	return &State{
+	s := &State{
 		accounts:   map[string]*Account{},
 		keys:       map[string]*APIKey{},
 		keysByHash: map[[sha256.Size]byte]*APIKey{},
@@ -70,6 +74,8 @@ func NewState() *State {
 		sessions:   map[ID]*session{},
 		webhooks:   map[string]*webhook{},
 	}
+	s.users.init()
+	return s
 }
 
 // Seq returns the seq of the last applied event.

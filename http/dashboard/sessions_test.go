@@ -1,0 +1,135 @@
+package dashboard
+
+import (
+	"context"
+	crand "crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// testClock is an injected clock the test moves by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// openState opens real projections over a real Pebble in a temp dir, with
+// one account, whose id it returns.
+func openState(t *testing.T, clock func() time.Time) (*projections.Projections, string) {
+	t.Helper()
+	old := projections.PasswordParams
+	projections.PasswordParams = projections.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}
+	t.Cleanup(func() { projections.PasswordParams = old })
+	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(clock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := eventlog.NewSealer(make([]byte, eventlog.MasterKeySize), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := projections.DefaultOptions
+	opts.Sealer = sealer
+	p, err := projections.Open(log, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(); log.Close(); store.Close() })
+	acc, err := p.CreateAccount(context.Background(), "cli", "acme", projections.PlanPro, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, acc.ID
+}
+
+// signIn creates a user with a password and returns a fresh session token.
+func signIn(t *testing.T, p *projections.Projections, account, email string, now time.Time, maxAge time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	_, link, err := p.CreateUser(ctx, "cli", account, email, projections.RoleAdmin, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := p.CompleteSetup(ctx, link.Token, "", "a long password", projections.ClientInfo{}, now, maxAge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestSessionStore(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	p, acc := openState(t, clock.now)
+	const idle, max = 12 * time.Hour, 7 * 24 * time.Hour
+
+	t.Run("use within the idle timeout keeps a session until its maximum age", func(t *testing.T) {
+		s := NewSessions(p, clock.now, idle, max)
+		tok := signIn(t, p, acc, "a@example.com", clock.now(), max)
+		start := clock.now()
+		for clock.now().Sub(start) < max-11*time.Hour {
+			if _, ok := s.Lookup(tok); !ok {
+				t.Fatalf("session ended after %s of regular use", clock.now().Sub(start))
+			}
+			clock.add(11 * time.Hour)
+		}
+		clock.t = start.Add(max)
+		if _, ok := s.Lookup(tok); ok {
+			t.Error("a session in use outlived its absolute maximum age")
+		}
+	})
+
+	t.Run("a session unused for the idle timeout ends", func(t *testing.T) {
+		s := NewSessions(p, clock.now, idle, max)
+		tok := signIn(t, p, acc, "b@example.com", clock.now(), max)
+		clock.add(idle - time.Second)
+		if _, ok := s.Lookup(tok); !ok {
+			t.Fatal("a session ended before its idle timeout")
+		}
+		clock.add(idle)
+		if _, ok := s.Lookup(tok); ok {
+			t.Error("a session unused for the idle timeout still works")
+		}
+	})
+
+	t.Run("after a restart last use counts from sign-in", func(t *testing.T) {
+		tok := signIn(t, p, acc, "c@example.com", clock.now(), max)
+		first := NewSessions(p, clock.now, idle, max)
+		clock.add(10 * time.Hour)
+		if _, ok := first.Lookup(tok); !ok {
+			t.Fatal("session ended early")
+		}
+		clock.add(3 * time.Hour)
+		restarted := NewSessions(p, clock.now, idle, max) // forgets the use at 10 h
+		if _, ok := restarted.Lookup(tok); ok {
+			t.Error("a restart extended a session past its idle timeout from sign-in")
+		}
+	})
+
+	t.Run("sign out and unknown tokens", func(t *testing.T) {
+		s := NewSessions(p, clock.now, idle, max)
+		tok := signIn(t, p, acc, "d@example.com", clock.now(), max)
+		if err := p.SignOut(context.Background(), tok); err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range []string{tok, "", "nope"} {
+			if _, ok := s.Lookup(tk); ok {
+				t.Errorf("Lookup(%q) found a session", tk)
+			}
+		}
+	})
+}

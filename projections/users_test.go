@@ -1,0 +1,243 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cheapPasswords lowers argon2's cost for the length of a test: a stored
+// hash names its parameters, so verification still checks what it must.
+func cheapPasswords(t *testing.T) {
+	old := PasswordParams
+	PasswordParams = Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}
+	t.Cleanup(func() { PasswordParams = old })
+}
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func TestPasswordHashUsesOWASPArgon2idParameters(t *testing.T) {
+	if PasswordParams != (Argon2Params{MemoryKiB: 19456, Time: 2, Threads: 1}) {
+		t.Fatalf("PasswordParams = %+v, want OWASP's m=19456 KiB, t=2, p=1", PasswordParams)
+	}
+	phc, err := HashPassword("correct horse battery", crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(phc, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %q does not name argon2id with OWASP's parameters", phc)
+	}
+	p, salt, sum, err := ParsePasswordHash(phc)
+	if err != nil || p != PasswordParams || len(salt) != 16 || len(sum) != 32 {
+		t.Errorf("parsed %+v salt %d hash %d err %v", p, len(salt), len(sum), err)
+	}
+	if !VerifyPassword(phc, "correct horse battery") {
+		t.Error("the right password does not verify")
+	}
+	if VerifyPassword(phc, "correct horse batterY") {
+		t.Error("a wrong password verifies")
+	}
+	again, _ := HashPassword("correct horse battery", crand.Reader)
+	if again == phc {
+		t.Error("two hashes of one password are equal: the salt is not fresh")
+	}
+	if err := CheckPassword("short pass"); err == nil {
+		t.Error("a 10-character password is accepted")
+	}
+	if err := CheckPassword("twelve chars"); err != nil {
+		t.Errorf("a 12-character password is refused: %v", err)
+	}
+}
+
+func TestUserLifecycle(t *testing.T) {
+	cheapPasswords(t)
+	e := openEnv(t, "", DefaultOptions)
+	ctx := context.Background()
+	pr := e.account("acme")
+	client := ClientInfo{Addr: "127.0.0.1", UserAgent: "test"}
+	const pw = "a long password"
+
+	t.Run("first admin link creates the admin, sets the password and signs in", func(t *testing.T) {
+		link, err := e.p.IssueSetupLink(ctx, "cli", pr.Account.ID, "", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.p.CompleteSetup(ctx, link.Token, "Admin@Example.com", "too short", client, t0, time.Hour); err == nil {
+			t.Fatal("a short password is accepted")
+		}
+		u, tok, err := e.p.CompleteSetup(ctx, link.Token, "Admin@Example.com", pw, client, t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Role != RoleAdmin || !u.HasPassword || !strings.HasPrefix(u.ID, PrefixUser) {
+			t.Errorf("user %+v", u)
+		}
+		if s, ok := e.p.Session(tok, t0.Add(time.Minute)); !ok || s.User.ID != u.ID {
+			t.Errorf("session after setup: %+v %v", s, ok)
+		}
+		if _, ok := e.p.Session(tok, t0.Add(time.Hour)); ok {
+			t.Error("a session outlives its maximum age")
+		}
+		if _, _, err := e.p.CompleteSetup(ctx, link.Token, "b@example.com", pw, client, t0, time.Hour); err == nil {
+			t.Error("a setup link works twice")
+		}
+		if _, err := e.p.IssueSetupLink(ctx, "cli", pr.Account.ID, "", t0); err == nil {
+			t.Error("a first-admin link is issued for an account that has users")
+		}
+	})
+
+	t.Run("sign in is generic on failure", func(t *testing.T) {
+		for _, c := range [][2]string{{"admin@example.com", "wrong password!"}, {"nobody@example.com", pw}} {
+			if _, _, err := e.p.SignIn(ctx, c[0], c[1], client, t0, time.Hour); !errors.Is(err, ErrBadCredentials) {
+				t.Errorf("SignIn(%q): %v, want ErrBadCredentials", c[0], err)
+			}
+		}
+		if _, tok, err := e.p.SignIn(ctx, "ADMIN@example.com", pw, client, t0, time.Hour); err != nil {
+			t.Errorf("sign in with the e-mail in another case: %v", err)
+		} else if e.p.SignOut(ctx, tok) != nil {
+			t.Error("sign out failed")
+		} else if _, ok := e.p.Session(tok, t0); ok {
+			t.Error("a signed-out session still works")
+		}
+	})
+
+	t.Run("a reset ends sessions, disabling ends them and refuses sign in", func(t *testing.T) {
+		u, link, err := e.p.CreateUser(ctx, "cli", pr.Account.ID, "viewer@example.com", RoleViewer, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.p.SignIn(ctx, "viewer@example.com", pw, client, t0, time.Hour); err == nil {
+			t.Error("a user without a password signs in")
+		}
+		if _, _, err := e.p.CompleteSetup(ctx, link.Token, "", pw, client, t0.Add(25*time.Hour), time.Hour); err == nil {
+			t.Error("an expired setup link works")
+		}
+		_, tok, err := e.p.CompleteSetup(ctx, link.Token, "ignored@example.com", pw, client, t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reset, err := e.p.IssueSetupLink(ctx, "cli", "", u.ID, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, tok2, err := e.p.CompleteSetup(ctx, reset.Token, "", pw+"2", client, t0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := e.p.Session(tok, t0); ok {
+			t.Error("setting a password left an older session open")
+		}
+		if _, err := e.p.DisableUser(ctx, "cli", "acc_other", u.ID); err == nil {
+			t.Error("a user is disabled through another account")
+		}
+		if _, err := e.p.DisableUser(ctx, "cli", "", u.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := e.p.Session(tok2, t0); ok {
+			t.Error("disabling left a session open")
+		}
+		if _, _, err := e.p.SignIn(ctx, "viewer@example.com", pw+"2", client, t0, time.Hour); !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("a disabled user signs in: %v", err)
+		}
+	})
+
+	t.Run("the log holds no password, hash or token in plaintext", func(t *testing.T) {
+		var all bytes.Buffer
+		if _, err := e.log.Export(&all, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{pw, "argon2id"} {
+			if bytes.Contains(all.Bytes(), []byte(secret)) {
+				t.Errorf("the log holds %q", secret)
+			}
+		}
+	})
+}
+
+// userSteps drives random user commands for the property test.
+type userSteps struct {
+	e        *env
+	links    []string
+	sessions []string
+	users    []string
+	n        int
+}
+
+func newUserSteps(e *env) *userSteps {
+	e.t.Helper()
+	cheapPasswords(e.t)
+	return &userSteps{e: e}
+}
+
+func (u *userSteps) step(rng *rand.Rand, pr Principal) error {
+	ctx := context.Background()
+	client := ClientInfo{Addr: "127.0.0.1", UserAgent: "prop"}
+	pick := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return l[rng.IntN(len(l))]
+	}
+	// Some sessions expire within the run, so pruning is exercised.
+	maxAge := []time.Duration{5 * time.Second, time.Hour}[rng.IntN(2)]
+	u.n++
+	switch rng.IntN(6) {
+	case 0:
+		usr, link, err := u.e.p.CreateUser(ctx, "cli", pr.Account.ID, fmt.Sprintf("u%d@example.com", rng.IntN(8)), RoleViewer, t0)
+		if err == nil {
+			u.links = append(u.links, link.Token)
+			u.users = append(u.users, usr.ID)
+		}
+		return err
+	case 1:
+		_, tok, err := u.e.p.CompleteSetup(ctx, pick(u.links), "", "password number one", client, t0, maxAge)
+		if err == nil {
+			u.sessions = append(u.sessions, tok)
+		}
+		return err
+	case 2:
+		_, tok, err := u.e.p.SignIn(ctx, fmt.Sprintf("u%d@example.com", rng.IntN(8)), "password number one", client, t0, maxAge)
+		if err == nil {
+			u.sessions = append(u.sessions, tok)
+		}
+		if errors.Is(err, ErrBadCredentials) {
+			return nil
+		}
+		return err
+	case 3:
+		return u.e.p.SignOut(ctx, pick(u.sessions))
+	case 4:
+		link, err := u.e.p.IssueSetupLink(ctx, "cli", "", pick(u.users), t0)
+		if err == nil {
+			u.links = append(u.links, link.Token)
+		}
+		return err
+	default:
+		_, err := u.e.p.DisableUser(ctx, "cli", "", pick(u.users))
+		return err
+	}
+}
+
+// dumpUsers renders the users' part of the state in a fixed order.
+func dumpUsers(b *strings.Builder, s *State) {
+	enc := json.NewEncoder(b)
+	for _, r := range s.users.order {
+		enc.Encode(r.User)
+		fmt.Fprintf(b, " password %x\n", r.password)
+	}
+	for _, h := range slices.SortedFunc(maps.Keys(s.users.links), compareHash) {
+		fmt.Fprintf(b, "link %x %+v\n", h, *s.users.links[h])
+	}
+	for _, h := range slices.SortedFunc(maps.Keys(s.users.sessions), compareHash) {
+		fmt.Fprintf(b, "session %x %+v\n", h, *s.users.sessions[h])
+	}
+}
