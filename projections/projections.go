@@ -26,7 +26,7 @@ type Projections struct {
 	snapMu      sync.Mutex // one snapshot at a time
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
-	idem        map[string]*idemRecord // recorded answers by idemKey; writer-owned
+	idem        *idemIndex // recorded answers inside the window; writer-owned
 
 	mu    sync.RWMutex
 	state *State
@@ -86,7 +86,7 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 	}
 	info.Replayed = state.seq - info.SnapshotSeq
 	info.Took = time.Since(start)
-	idem, err := loadIdempotency(log.Store(), time.Now())
+	idem, err := loadIdempotency(log.Store(), log.IDs().Now())
 	if err != nil {
 		return nil, err
 	}

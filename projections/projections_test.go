@@ -40,6 +40,13 @@ type env struct {
 
 func openEnv(t *testing.T, dir string, opts Options) *env {
 	t.Helper()
+	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	return openEnvClock(t, dir, opts, clock.now)
+}
+
+// openEnvClock is openEnv with the log's clock given.
+func openEnvClock(t *testing.T, dir string, opts Options, now eventlog.Clock) *env {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -47,8 +54,7 @@ func openEnv(t *testing.T, dir string, opts Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(clock.now)})
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(now)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,6 +160,11 @@ func (p *Projections) commit(group []*pending) []outcome {
 		}
 		return outs
 	}
+	expired, err := p.sweepIdempotency(tx, len(group))
+	if err != nil {
+		tx.Abort()
+		return failAll(outs, err)
+	}
 	var broken error
 	for i, req := range group {
 		if outs[i], broken = p.decide(tx, req.cmd); broken != nil {
@@ -179,6 +184,7 @@ func (p *Projections) commit(group []*pending) []outcome {
 		p.rebuild()
 		return failAll(outs, err)
 	}
+	p.idem.remove(expired)
 	return outs
 }
 
@@ -202,7 +208,7 @@ func (p *Projections) rebuild() {
 		s = NewState()
 	}
 	p.state = s
-	if idem, err := loadIdempotency(p.log.Store(), time.Now()); err == nil {
+	if idem, err := loadIdempotency(p.log.Store(), p.log.IDs().Now()); err == nil {
 		p.idem = idem
 	}
 }
