@@ -23,7 +23,7 @@ type Projections struct {
 	opts Options
 	info LoadInfo
 
-	snapMu      sync.Mutex // one snapshot at a time
+	snapMu      sync.Mutex // one snapshot at a time: SaveSnapshot holds it
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
 	idem        *idemIndex // recorded answers inside the window; writer-owned

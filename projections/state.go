@@ -21,6 +21,10 @@ type State struct {
 	contacts map[ID]*contact
 	sessions map[ID]*session
 	webhooks map[string]*webhook
+
+	// cut is the snapshot being encoded, if any: apply keeps there what
+	// it changes of the state at the cut (snapshot_cut.go).
+	cut *snapCut
 }
 
 // Account is a tenant. Everything else belongs to exactly one account.

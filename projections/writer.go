@@ -83,8 +83,8 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 }
 
 // maybeSnapshot starts a background snapshot when SnapshotEvery events
-// have passed since the last one. Encoding holds the state read-locked, so
-// writes wait for it; reads do not.
+// have passed since the last one. It runs beside the writer: neither
+// waits for more than one step of its encoding.
 func (p *Projections) maybeSnapshot(seq uint64) {
 	every := uint64(p.opts.SnapshotEvery)
 	if every == 0 || seq < p.snapSeq.Load()+every || !p.snapRunning.CompareAndSwap(false, true) {
@@ -97,8 +97,6 @@ func (p *Projections) maybeSnapshot(seq uint64) {
 }
 
 func (p *Projections) snapshot() {
-	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
 	start := time.Now()
 	seq, err := p.SaveSnapshot()
 	if err != nil {
