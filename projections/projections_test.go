@@ -30,21 +30,21 @@ func (c *stepClock) now() time.Time {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	store *eventlog.Store
 	log   *eventlog.Log
 	p     *Projections
 }
 
-func openEnv(t *testing.T, dir string, opts Options) *env {
+func openEnv(t testing.TB, dir string, opts Options) *env {
 	t.Helper()
 	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	return openEnvClock(t, dir, opts, clock.now)
 }
 
 // openEnvClock is openEnv with the log's clock given.
-func openEnvClock(t *testing.T, dir string, opts Options, now eventlog.Clock) *env {
+func openEnvClock(t testing.TB, dir string, opts Options, now eventlog.Clock) *env {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -108,7 +108,7 @@ type sessionFields struct {
 }
 
 // fields decodes the answer of a session command, or of SessionJSON.
-func fields(t *testing.T, v any) sessionFields {
+func fields(t testing.TB, v any) sessionFields {
 	t.Helper()
 	var f sessionFields
 	if err := json.Unmarshal(v.(json.RawMessage), &f); err != nil {

@@ -20,7 +20,7 @@ type owned struct {
 // opGen runs random commands of every kind that changes the state. It is
 // safe for concurrent use.
 type opGen struct {
-	t                                          *testing.T
+	t                                          testing.TB
 	e                                          *env
 	mu                                         sync.Mutex // guards everything below
 	rng                                        *rand.Rand
@@ -30,7 +30,7 @@ type opGen struct {
 	onSnapshot                                 func() // op 15, if set
 }
 
-func newOpGen(t *testing.T, e *env, seed uint64) *opGen {
+func newOpGen(t testing.TB, e *env, seed uint64) *opGen {
 	g := &opGen{t: t, e: e, rng: rand.New(rand.NewPCG(seed, seed))}
 	for i := 0; i < 2; i++ {
 		g.prs = append(g.prs, e.account(fmt.Sprintf("acc%d", i)))
@@ -175,7 +175,7 @@ func (g *opGen) step() {
 }
 
 // replayTo rebuilds the state of the log's first seq events.
-func replayTo(t *testing.T, log *eventlog.Log, seq uint64) *State {
+func replayTo(t testing.TB, log *eventlog.Log, seq uint64) *State {
 	t.Helper()
 	s := NewState()
 	reg := log.Registry()
