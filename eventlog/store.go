@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -276,6 +277,33 @@ func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
 	view := s.durableView()
 	defer view.Close()
 	it, err := view.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// ScanFrom is Scan starting at the first key with prefix that sorts at or
+// after from, so a keyspace ordered by time can be read from a moment on.
+func (s *Store) ScanFrom(prefix, from []byte, fn func(k, v []byte) error) error {
+	if len(prefix) == 0 || prefix[0] == prefixLog {
+		return fmt.Errorf("scan of %q: not a bookkeeping keyspace", prefix)
+	}
+	upper := append([]byte(nil), prefix...)
+	upper[len(upper)-1]++
+	lower := prefix
+	if bytes.Compare(from, prefix) > 0 {
+		lower = from
+	}
+	view := s.durableView()
+	defer view.Close()
+	it, err := view.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}

@@ -91,6 +91,19 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 	return recs, nil
 }
 
+// Delete queues the removal of a bookkeeping key for the commit, such as
+// an expired recorded response. It refuses keys of the log's keyspace.
+func (t *Txn) Delete(key []byte) error {
+	if len(key) == 0 || key[0] == prefixLog {
+		return fmt.Errorf("delete of %q: not a bookkeeping key", key)
+	}
+	if err := t.batch.Delete(key, nil); err != nil {
+		return t.fail(err)
+	}
+	t.n++
+	return nil
+}
+
 // fail records an error that leaves the batch in an unknown state: the log
 // stops accepting writes, as after a failed commit.
 func (t *Txn) fail(err error) error {

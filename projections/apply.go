@@ -11,7 +11,9 @@ import (
 
 // apply advances the state by one record. payload is the record's payload
 // decoded at its latest version (a pointer). An error means the log holds
-// an event the state cannot take: replay stops there.
+// an event the state cannot take: replay stops there. Before it changes an
+// agent or a session it calls keepAgent or keepSession, for a snapshot in
+// progress (snapshot_cut.go).
 func (s *State) apply(rec *eventlog.Record, payload any) error {
 	if rec.Seq != s.seq+1 {
 		return fmt.Errorf("seq %d applied after %d", rec.Seq, s.seq)
@@ -121,6 +123,7 @@ func (s *State) applyKeyRevoked(rec *eventlog.Record, p *APIKeyRevoked) error {
 	if k == nil || k.AccountID != rec.Account {
 		return fmt.Errorf("revoking unknown key %s", p.KeyID)
 	}
+	// A cut in progress holds a copy of every key: no pre-image to keep.
 	if k.RevokedAt == nil {
 		t := Timestamp(rec.Time)
 		k.RevokedAt = &t
@@ -150,6 +153,7 @@ func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
 	if err != nil {
 		return err
 	}
+	s.keepAgent(a)
 	if p.Name != nil {
 		a.name = *p.Name
 	}
@@ -231,6 +235,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 	if ses.status != inProgress {
 		return errorf("session %s is %s", p.SessionID, ses.status)
 	}
+	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
 	return nil
 }
@@ -240,6 +245,7 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 	if err != nil {
 		return err
 	}
+	s.keepSession(ses)
 	ses.hot = true
 	ses.hotSignals = ses.signals
 	return nil
@@ -262,6 +268,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	if ses.status != inProgress {
 		return errorf("session %s is %s", p.SessionID, ses.status)
 	}
+	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
 	ses.replayURL = p.ReplayURL
 	ses.end(completed, unix(rec.Time))
@@ -276,6 +283,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	if ses.status != inProgress {
 		return errorf("session %s is %s", p.SessionID, ses.status)
 	}
+	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
 	if p.ReplayURL != nil {
 		ses.replayURL = *p.ReplayURL
@@ -292,6 +300,7 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 	if ses.meeting != nil {
 		return errorf("session %s has a meeting", p.SessionID)
 	}
+	s.keepSession(ses)
 	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
 	return nil
 }
@@ -316,6 +325,8 @@ func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) err
 	if err != nil {
 		return err
 	}
+	// A cut in progress holds copies, and the list is replaced, not
+	// changed in place.
 	delete(s.webhooks, w.id)
 	t := w.tenant
 	i := indexBySeq(t.webhooks, w.seq)
@@ -328,6 +339,6 @@ func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) e
 	if err != nil {
 		return err
 	}
-	w.disabled = true
+	w.disabled = true // a cut in progress holds a copy
 	return nil
 }

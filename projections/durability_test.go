@@ -21,7 +21,8 @@ import (
 func openFaultyEnv(t *testing.T) (*env, *eventlogtest.WALFaults) {
 	t.Helper()
 	fs, faults := eventlogtest.NewFS(nil)
-	return openEnvOn(t, "", DefaultOptions, eventlog.StoreOptions{FS: fs, Logger: slog.New(slog.DiscardHandler)}), faults
+	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	return openEnvOn(t, "", DefaultOptions, eventlog.StoreOptions{FS: fs, Logger: slog.New(slog.DiscardHandler)}, clock.now), faults
 }
 
 // seqOf is a Result that reports the seq of the command's last event.

@@ -2,15 +2,18 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"time"
 
+	"github.com/google/btree"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"demosvc/eventlog"
 )
 
-// IdempotencyWindow is how long a recorded answer is replayed.
+// IdempotencyWindow is how long a recorded answer is replayed. After it a
+// record is removed, from memory and from the store.
 const IdempotencyWindow = 24 * time.Hour
 
 // MaxIdempotencyKey is the longest Idempotency-Key accepted.
@@ -45,38 +48,180 @@ type idemRecord struct {
 	Fingerprint string `msgpack:"f"`
 	Response    []byte `msgpack:"r"`
 	Created     int64  `msgpack:"c"` // unix seconds
+	// Account and Key name the record: its store key is made of them and
+	// of Created, so one record has exactly one key.
+	Account string `msgpack:"a"`
+	Key     string `msgpack:"k"`
 }
 
-func idemKey(account, key string) []byte {
-	b := make([]byte, 0, 2+len(account)+len(key))
-	b = append(b, eventlog.KeyspaceIdempotency)
-	b = append(b, account...)
-	b = append(b, 0)
-	return append(b, key...)
+// The store keeps records under idemTimePrefix + Created (8 bytes, big
+// endian) + account + 0 + key: ordered by age, so start-up reads only the
+// window's records and every expired one sorts before a single bound.
+// Keys of the layout before (idemKey's prefix followed directly by the
+// account) are moved at start-up; account ids never begin with byte 1.
+var idemTimePrefix = []byte{eventlog.KeyspaceIdempotency, 1}
+
+func idemTimeBound(created int64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), idemTimePrefix...), uint64(max(created, 0)))
 }
 
-// loadIdempotency reads the recorded answers still inside the window.
-func loadIdempotency(store *eventlog.Store, now time.Time) (map[string]*idemRecord, error) {
-	out := map[string]*idemRecord{}
-	err := store.Scan([]byte{eventlog.KeyspaceIdempotency}, func(k, v []byte) error {
+func (r *idemRecord) storeKey() []byte {
+	k := idemTimeBound(r.Created)
+	k = append(k, r.Account...)
+	k = append(k, 0)
+	return append(k, r.Key...)
+}
+
+func (r *idemRecord) expired(now time.Time) bool {
+	return now.Sub(time.Unix(r.Created, 0)) >= IdempotencyWindow
+}
+
+// idemKey names a record in memory.
+func idemKey(account, key string) string { return account + "\x00" + key }
+
+// idemSweepMin is how many expired records a commit removes at least when
+// there are that many: with the group's size added, removal outpaces
+// recording, so the backlog after a pause drains in bounded steps.
+const idemSweepMin = 64
+
+// idemIndex holds the recorded answers inside the window, by name for
+// replays and by age for expiry. It is owned by the writer.
+type idemIndex struct {
+	byKey map[string]*idemRecord
+	byAge *btree.BTreeG[*idemRecord]
+}
+
+func newIdemIndex() *idemIndex {
+	return &idemIndex{byKey: map[string]*idemRecord{}, byAge: btree.NewG(32, func(a, b *idemRecord) bool {
+		if a.Created != b.Created {
+			return a.Created < b.Created
+		}
+		if a.Account != b.Account {
+			return a.Account < b.Account
+		}
+		return a.Key < b.Key
+	})}
+}
+
+// put records r and returns the record it replaces, if any.
+func (x *idemIndex) put(r *idemRecord) (old *idemRecord) {
+	k := idemKey(r.Account, r.Key)
+	if old = x.byKey[k]; old != nil {
+		x.byAge.Delete(old)
+	}
+	x.byKey[k] = r
+	x.byAge.ReplaceOrInsert(r)
+	return old
+}
+
+// oldestExpired returns up to n records expired at now, oldest first,
+// without removing them.
+func (x *idemIndex) oldestExpired(now time.Time, n int) []*idemRecord {
+	var out []*idemRecord
+	x.byAge.Ascend(func(r *idemRecord) bool {
+		if len(out) >= n || !r.expired(now) {
+			return false
+		}
+		out = append(out, r)
+		return true
+	})
+	return out
+}
+
+// remove drops rs, unless a newer record has taken a name's place.
+func (x *idemIndex) remove(rs []*idemRecord) {
+	for _, r := range rs {
+		x.byAge.Delete(r)
+		if k := idemKey(r.Account, r.Key); x.byKey[k] == r {
+			delete(x.byKey, k)
+		}
+	}
+}
+
+// Len is how many records are held.
+func (x *idemIndex) Len() int { return len(x.byKey) }
+
+// loadIdempotency reads the recorded answers still inside the window at
+// now, reading none of the expired ones, and removes from the store the
+// expired ones with one range deletion.
+func loadIdempotency(store *eventlog.Store, now time.Time) (*idemIndex, error) {
+	if err := migrateIdempotency(store); err != nil {
+		return nil, err
+	}
+	x := newIdemIndex()
+	cutoff := idemTimeBound(now.Add(-IdempotencyWindow).Unix() + 1)
+	err := store.ScanFrom(idemTimePrefix, cutoff, func(k, v []byte) error {
 		var r idemRecord
-		if err := msgpack.Unmarshal(v, &r); err != nil || r.Response == nil {
+		if err := msgpack.Unmarshal(v, &r); err != nil || r.Response == nil || !bytes.Equal(r.storeKey(), k) {
 			return nil // a damaged bookkeeping entry only loses a replay
 		}
-		if now.Sub(time.Unix(r.Created, 0)) < IdempotencyWindow {
-			out[string(k)] = &r
+		if !r.expired(now) {
+			x.put(&r)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	var stale bool
+	if err := store.ScanReverse(idemTimePrefix, cutoff, func(k, v []byte) bool { stale = true; return false }); err != nil {
+		return nil, err
+	}
+	if stale {
+		if err := store.WriteSync(nil, idemTimePrefix, cutoff); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// migrateIdempotency moves records of the layout before, keyed by
+// account and key alone, to the time-ordered layout.
+func migrateIdempotency(store *eventlog.Store) error {
+	legacy := []byte{eventlog.KeyspaceIdempotency, 2}
+	end := []byte{eventlog.KeyspaceIdempotency + 1}
+	var puts []eventlog.Put
+	err := store.ScanFrom([]byte{eventlog.KeyspaceIdempotency}, legacy, func(k, v []byte) error {
+		var r idemRecord
+		account, key, ok := bytes.Cut(k[1:], []byte{0})
+		if !ok || msgpack.Unmarshal(v, &r) != nil || r.Response == nil {
+			return nil
+		}
+		r.Account, r.Key = string(account), string(key)
+		b, err := msgpack.Marshal(&r)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, eventlog.Put{Key: r.storeKey(), Value: b})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(puts) == 0 {
+		return nil
+	}
+	return store.WriteSync(puts, legacy, end)
+}
+
+// sweepIdempotency queues in tx the deletion of the oldest records expired
+// at the transaction's time, at most idemSweepMin + groupSize of them, and
+// returns them to drop from memory once the commit is durable.
+func (p *Projections) sweepIdempotency(tx *eventlog.Txn, groupSize int) ([]*idemRecord, error) {
+	expired := p.idem.oldestExpired(tx.Now(), idemSweepMin+groupSize)
+	for _, r := range expired {
+		if err := tx.Delete(r.storeKey()); err != nil {
+			return nil, err
+		}
+	}
+	return expired, nil
 }
 
 // idempotent runs cmd under its Idempotency-Key: a recorded answer is
 // replayed, a new one recorded in the same transaction as the events.
 func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error) {
 	id := cmd.Idem
-	k := idemKey(cmd.Account, id.Key)
-	if r := p.idem[string(k)]; r != nil && id.Now.Sub(time.Unix(r.Created, 0)) < IdempotencyWindow {
+	if r := p.idem.byKey[idemKey(cmd.Account, id.Key)]; r != nil && !r.expired(id.Now) {
 		if r.Fingerprint != id.Fingerprint {
 			return outcome{err: ParamErrorf(EIdempotencyConflict, "Idempotency-Key",
 				"this Idempotency-Key was used with a different request in the last 24 hours")}, nil
@@ -91,16 +236,23 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 	if out.err != nil && !errors.As(out.err, &domain) {
 		return out, nil // storage trouble is not an answer to keep
 	}
-	r := &idemRecord{Fingerprint: id.Fingerprint, Response: id.Record(out.value, out.err), Created: id.Now.Unix()}
+	r := &idemRecord{Fingerprint: id.Fingerprint, Response: id.Record(out.value, out.err), Created: id.Now.Unix(),
+		Account: cmd.Account, Key: id.Key}
 	// The command's events are in the transaction already: failing to
 	// record its answer must abandon the group, not commit them.
 	var buf bytes.Buffer
 	if err := msgpack.NewEncoder(&buf).Encode(r); err != nil {
 		return outcome{}, err
 	}
-	if _, err := tx.Add(nil, eventlog.Put{Key: k, Value: buf.Bytes()}); err != nil {
+	if _, err := tx.Add(nil, eventlog.Put{Key: r.storeKey(), Value: buf.Bytes()}); err != nil {
 		return outcome{}, err
 	}
-	p.idem[string(k)] = r
+	if old := p.idem.put(r); old != nil && !bytes.Equal(old.storeKey(), r.storeKey()) {
+		// The expired answer this one replaces would otherwise stay on
+		// disk under its own time.
+		if err := tx.Delete(old.storeKey()); err != nil {
+			return outcome{}, err
+		}
+	}
 	return outcome{value: Replay{Response: r.Response}, records: out.records}, nil
 }

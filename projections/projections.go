@@ -23,10 +23,10 @@ type Projections struct {
 	opts Options
 	info LoadInfo
 
-	snapMu      sync.Mutex // one snapshot at a time
+	snapMu      sync.Mutex // one snapshot at a time: SaveSnapshot holds it
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
-	idem        map[string]*idemRecord // recorded answers by idemKey; writer-owned
+	idem        *idemIndex // recorded answers inside the window; writer-owned
 
 	mu    sync.RWMutex
 	state *State
@@ -86,7 +86,7 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 	}
 	info.Replayed = state.seq - info.SnapshotSeq
 	info.Took = time.Since(start)
-	idem, err := loadIdempotency(log.Store(), time.Now())
+	idem, err := loadIdempotency(log.Store(), log.IDs().Now())
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ func (c *stepClock) now() time.Time {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	store *eventlog.Store
 	log   *eventlog.Log
@@ -41,14 +40,21 @@ type env struct {
 	faulty bool
 }
 
-func openEnv(t *testing.T, dir string, opts Options) *env {
+func openEnv(t testing.TB, dir string, opts Options) *env {
 	t.Helper()
-	return openEnvOn(t, dir, opts, eventlog.StoreOptions{})
+	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	return openEnvClock(t, dir, opts, clock.now)
 }
 
-// openEnvOn is openEnv on a store opened with storeOpts (a fault-injecting
-// FS, say).
-func openEnvOn(t *testing.T, dir string, opts Options, storeOpts eventlog.StoreOptions) *env {
+// openEnvClock is openEnv with the log's clock given.
+func openEnvClock(t testing.TB, dir string, opts Options, now eventlog.Clock) *env {
+	t.Helper()
+	return openEnvOn(t, dir, opts, eventlog.StoreOptions{}, now)
+}
+
+// openEnvOn is openEnvClock on a store opened with storeOpts (a
+// fault-injecting FS, say).
+func openEnvOn(t testing.TB, dir string, opts Options, storeOpts eventlog.StoreOptions, now eventlog.Clock) *env {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -58,8 +64,7 @@ func openEnvOn(t *testing.T, dir string, opts Options, storeOpts eventlog.StoreO
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(clock.now)})
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: NewRegistry(), IDs: eventlog.NewIDs(now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +121,7 @@ type sessionFields struct {
 }
 
 // fields decodes the answer of a session command, or of SessionJSON.
-func fields(t *testing.T, v any) sessionFields {
+func fields(t testing.TB, v any) sessionFields {
 	t.Helper()
 	var f sessionFields
 	if err := json.Unmarshal(v.(json.RawMessage), &f); err != nil {
@@ -179,99 +184,42 @@ func (e *env) liveDump() string {
 	return d
 }
 
-// TestStateIsAPureFunctionOfTheLog runs random command sequences, then
-// rebuilds the state from the log alone and from a snapshot plus the tail:
-// all three must be identical.
+// TestStateIsAPureFunctionOfTheLog runs random command sequences, with
+// snapshots taken while commands of every kind run between the steps of
+// their encoding, then rebuilds the state from the log alone and from a
+// snapshot plus the tail: all three must be identical, and every snapshot
+// must be the state at its own seq.
 func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			e := openEnv(t, "", DefaultOptions)
-			rng := rand.New(rand.NewPCG(seed, seed))
-			ctx := context.Background()
-			var prs []Principal
-			for i := 0; i < 2; i++ {
-				prs = append(prs, e.account(fmt.Sprintf("acc%d", i)))
-			}
-			var agents, sessions, contacts, webhooks []string
-			users := newUserSteps(e)
-			score := func() *int { v := rng.IntN(101); return &v }
-			sig := func() *Signals { return &Signals{rng.IntN(101), rng.IntN(101), rng.IntN(101)} }
-			url := "https://replay.example.com/x"
-			for i := 0; i < 600; i++ {
-				pr := prs[rng.IntN(len(prs))]
-				pick := func(ids []string) string {
-					if len(ids) == 0 {
-						return "agt_01m7yzmhg082f2rsf1z8xs2hpp"
-					}
-					return ids[rng.IntN(len(ids))]
+			g := newOpGen(t, e, seed)
+			inSnapshot := false
+			g.onSnapshot = func() {
+				if inSnapshot {
+					return
 				}
-				var err error
-				switch op := rng.IntN(10); {
-				case op == 0 || len(agents) == 0:
-					var v any
-					v, err = e.p.CreateAgent(ctx, pr, AgentInput{Name: fmt.Sprint("a", i), SandboxURL: "https://s.example.com"}, nil)
-					if err == nil {
-						agents = append(agents, v.(AgentView).ID)
+				inSnapshot = true
+				defer func() { inSnapshot = false }()
+				between := 0
+				seq, err := e.p.saveSnapshot(3, func() {
+					if between++; between <= 30 {
+						g.step()
 					}
-				case op == 1:
-					st := []string{AgentActive, AgentInactive}[rng.IntN(2)]
-					_, err = e.p.UpdateAgent(ctx, pr, pick(agents), AgentPatch{Status: &st})
-				case op <= 4:
-					in := SessionInput{AgentID: pick(agents)}
-					if len(contacts) > 0 && rng.IntN(3) == 0 {
-						c := pick(contacts)
-						in.ContactID = &c
-					} else {
-						in.Contact = &Contact{Name: "N", Email: fmt.Sprintf("p%d@Example.com", rng.IntN(30))}
-					}
-					var v any
-					v, err = e.p.StartSession(ctx, pr, in, nil)
-					if err == nil {
-						f := fields(t, v)
-						sessions = append(sessions, f.ID)
-						contacts = append(contacts, f.ContactID)
-					}
-				case op == 5:
-					_, err = e.p.ProgressSession(ctx, pr, pick(sessions), Figures{IntentScore: score(), Signals: sig()}, nil)
-				case op == 6:
-					d := rng.IntN(3600)
-					_, err = e.p.CompleteSession(ctx, pr, pick(sessions), Figures{IntentScore: score(), Signals: sig(), DurationSeconds: &d, ReplayURL: &url}, nil)
-				case op == 7:
-					_, err = e.p.AbandonSession(ctx, pr, pick(sessions), Figures{IntentScore: score()}, nil)
-				case op == 8:
-					_, err = e.p.BookMeeting(ctx, pr, pick(sessions), MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}, nil)
-				default:
-					switch rng.IntN(4) {
-					case 0:
-						if _, err := e.p.SaveSnapshot(); err != nil {
-							t.Fatal(err)
-						}
-					case 1:
-						var v any
-						v, err = e.p.RegisterWebhook(ctx, pr, WebhookInput{URL: "https://hooks.example.com/" + fmt.Sprint(i), Events: []string{"lead.hot", "demo.completed"}}, nil)
-						if err == nil {
-							webhooks = append(webhooks, v.(WebhookView).ID)
-						}
-					case 2:
-						if len(webhooks) > 0 {
-							err = e.p.DeleteWebhook(ctx, pr, webhooks[rng.IntN(len(webhooks))])
-						}
-					case 3:
-						err = users.step(rng, pr)
-					}
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				var pe *Error
-				if err != nil && !errors.As(err, &pe) {
-					t.Fatalf("op %d: %v", i, err)
-				}
+				e.checkStoredSnapshot(seq)
 			}
-			if _, err := e.p.SaveSnapshot(); err != nil {
-				t.Fatal(err)
+			for range 600 {
+				g.step()
 			}
+			g.onSnapshot()
 			// A tail after the snapshot.
-			for i := 0; i < 20; i++ {
-				e.p.AbandonSession(ctx, prs[0], sessions[rng.IntN(len(sessions))], Figures{}, nil)
-				e.agent(prs[1], fmt.Sprint("tail", i))
+			g.onSnapshot = nil
+			for range 40 {
+				g.step()
 			}
 			live := e.liveDump()
 

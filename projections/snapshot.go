@@ -35,99 +35,93 @@ func snapChunkKey(i int) []byte {
 	return binary.BigEndian.AppendUint32(k, uint32(i))
 }
 
-// encodeSnapshot writes the whole state. The caller holds the state at
-// least read-locked.
+// encodeSnapshot writes the whole state at once. The caller holds the
+// state at least read-locked. SaveSnapshot encodes in steps instead (see
+// snapshot_cut.go); both write what encode writes.
 func (s *State) encodeSnapshot() ([]byte, error) {
-	w := &snapWriter{buf: make([]byte, 0, 64+200*len(s.sessions))}
-	w.uint(s.seq)
-	w.len(len(s.agents))
-	w.len(len(s.contacts))
-	w.len(len(s.sessions))
-	w.len(len(s.accountOrder))
-	for _, a := range s.accountOrder {
-		w.str(a.ID)
-		w.str(a.Name)
-		w.str(a.Plan)
-		w.int(int64(a.RateLimitPerMinute))
-		w.time(a.CreatedAt)
+	return s.cutAt().encode(0, nil)
+}
+
+// The values of one object, in the snapshot's order. decodeSnapshot reads
+// them back in the same order.
+
+func (w *snapWriter) account(a *Account) {
+	w.str(a.ID)
+	w.str(a.Name)
+	w.str(a.Plan)
+	w.int(int64(a.RateLimitPerMinute))
+	w.time(a.CreatedAt)
+}
+
+func (w *snapWriter) key(k *APIKey) {
+	w.str(k.ID)
+	w.str(k.AccountID)
+	w.bytes(k.Hash[:])
+	w.str(k.Last4)
+	w.time(k.CreatedAt)
+	if k.RevokedAt != nil {
+		w.bool(true)
+		w.time(*k.RevokedAt)
+	} else {
+		w.bool(false)
 	}
-	w.len(len(s.keyOrder))
-	for _, k := range s.keyOrder {
-		w.str(k.ID)
-		w.str(k.AccountID)
-		w.bytes(k.Hash[:])
-		w.str(k.Last4)
-		w.time(k.CreatedAt)
-		if k.RevokedAt != nil {
-			w.bool(true)
-			w.time(*k.RevokedAt)
-		} else {
-			w.bool(false)
-		}
+}
+
+func (w *snapWriter) agent(a *agent) {
+	w.bytes(a.id[:])
+	w.uint(a.seq)
+	w.str(a.name)
+	w.str(a.sandboxURL)
+	w.str(a.persona)
+	w.bool(a.active)
+	w.int(a.createdAt)
+	w.int(a.updatedAt)
+}
+
+func (w *snapWriter) contact(c *contact) {
+	w.bytes(c.id[:])
+	w.uint(c.seq)
+	w.str(c.name)
+	w.str(c.email)
+	w.str(c.company)
+	w.int(c.createdAt)
+}
+
+func (w *snapWriter) session(ses *session) {
+	w.bytes(ses.id[:])
+	w.bytes(ses.agent.id[:])
+	w.bytes(ses.contact.id[:])
+	w.uint(ses.seq)
+	w.int(ses.startedAt)
+	w.int(ses.endedAt)
+	w.str(ses.replayURL)
+	w.int(int64(ses.duration))
+	w.uint(uint64(ses.status))
+	w.uint(uint64(ses.score))
+	w.bytes(ses.signals[:])
+	w.bool(ses.hot)
+	w.bytes(ses.hotSignals[:])
+	if ses.meeting != nil {
+		w.bool(true)
+		w.str(ses.meeting.scheduledAt)
+		w.str(ses.meeting.calendarLink)
+		w.uint(ses.meeting.seq)
+	} else {
+		w.bool(false)
 	}
-	for _, acc := range s.accountOrder {
-		t := s.tenants[acc.ID]
-		w.len(len(t.agents))
-		for _, a := range t.agents {
-			w.bytes(a.id[:])
-			w.uint(a.seq)
-			w.str(a.name)
-			w.str(a.sandboxURL)
-			w.str(a.persona)
-			w.bool(a.active)
-			w.int(a.createdAt)
-			w.int(a.updatedAt)
-		}
-		w.len(len(t.contacts))
-		for _, c := range t.contacts {
-			w.bytes(c.id[:])
-			w.uint(c.seq)
-			w.str(c.name)
-			w.str(c.email)
-			w.str(c.company)
-			w.int(c.createdAt)
-		}
-		w.len(len(t.sessions))
-		for _, ses := range t.sessions {
-			w.bytes(ses.id[:])
-			w.bytes(ses.agent.id[:])
-			w.bytes(ses.contact.id[:])
-			w.uint(ses.seq)
-			w.int(ses.startedAt)
-			w.int(ses.endedAt)
-			w.str(ses.replayURL)
-			w.int(int64(ses.duration))
-			w.uint(uint64(ses.status))
-			w.uint(uint64(ses.score))
-			w.bytes(ses.signals[:])
-			w.bool(ses.hot)
-			w.bytes(ses.hotSignals[:])
-			if ses.meeting != nil {
-				w.bool(true)
-				w.str(ses.meeting.scheduledAt)
-				w.str(ses.meeting.calendarLink)
-				w.uint(ses.meeting.seq)
-			} else {
-				w.bool(false)
-			}
-		}
-		w.len(len(t.webhooks))
-		for _, wh := range t.webhooks {
-			w.str(wh.id)
-			w.uint(wh.seq)
-			w.str(wh.url)
-			w.len(len(wh.events))
-			for _, e := range wh.events {
-				w.str(e)
-			}
-			w.bytes(wh.secret)
-			w.int(wh.createdAt)
-			w.bool(wh.disabled)
-		}
+}
+
+func (w *snapWriter) webhook(wh *webhook) {
+	w.str(wh.id)
+	w.uint(wh.seq)
+	w.str(wh.url)
+	w.len(len(wh.events))
+	for _, e := range wh.events {
+		w.str(e)
 	}
-	// Dashboard users: one block at the end (usersnapshot.go).
-	s.encodeUsers(w)
-	return w.buf, w.err
+	w.bytes(wh.secret)
+	w.int(wh.createdAt)
+	w.bool(wh.disabled)
 }
 
 // snapWriter appends the snapshot's values: unsigned varints, zigzag
@@ -329,15 +323,18 @@ func decodeSnapshot(b []byte) (*State, error) {
 }
 
 // SaveSnapshot writes the state as the store's snapshot, replacing the one
-// before, with one sync.
-func (p *Projections) SaveSnapshot() (uint64, error) {
-	var data []byte
-	var seq uint64
-	var err error
-	p.View(func(s *State) {
-		seq = s.seq
-		data, err = s.encodeSnapshot()
-	})
+// before, with one sync. It never holds the state locked for more than one
+// step of snapshotStep objects, so reads and writes go on meanwhile; the
+// snapshot is the state as it was when SaveSnapshot began.
+func (p *Projections) SaveSnapshot() (uint64, error) { return p.saveSnapshot(snapshotStep, nil) }
+
+// saveSnapshot is SaveSnapshot in steps of step objects, calling between,
+// if set, at every step while the state is unlocked (tests change the
+// state there).
+func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	data, seq, err := p.encodeInSteps(step, between)
 	if err != nil {
 		return 0, err
 	}

@@ -23,6 +23,10 @@ type State struct {
 	webhooks map[string]*webhook
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
+
+	// cut is the snapshot being encoded, if any: apply keeps there what
+	// it changes of the state at the cut (snapshot_cut.go).
+	cut *snapCut
 }
 
 // Account is a tenant. Everything else belongs to exactly one account.

@@ -17,7 +17,7 @@ import (
 
 // cheapPasswords lowers argon2's cost for the length of a test: a stored
 // hash names its parameters, so verification still checks what it must.
-func cheapPasswords(t *testing.T) {
+func cheapPasswords(t testing.TB) {
 	old := PasswordParams
 	PasswordParams = Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}
 	t.Cleanup(func() { PasswordParams = old })

@@ -83,8 +83,8 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 }
 
 // maybeSnapshot starts a background snapshot when SnapshotEvery events
-// have passed since the last one. Encoding holds the state read-locked, so
-// writes wait for it; reads do not.
+// have passed since the last one. It runs beside the writer: neither
+// waits for more than one step of its encoding.
 func (p *Projections) maybeSnapshot(seq uint64) {
 	every := uint64(p.opts.SnapshotEvery)
 	if every == 0 || seq < p.snapSeq.Load()+every || !p.snapRunning.CompareAndSwap(false, true) {
@@ -97,8 +97,6 @@ func (p *Projections) maybeSnapshot(seq uint64) {
 }
 
 func (p *Projections) snapshot() {
-	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
 	start := time.Now()
 	seq, err := p.SaveSnapshot()
 	if err != nil {
@@ -166,6 +164,11 @@ func (p *Projections) commit(group []*pending) []outcome {
 		}
 		return outs
 	}
+	expired, err := p.sweepIdempotency(tx, len(group))
+	if err != nil {
+		tx.Abort()
+		return failAll(outs, err)
+	}
 	var broken error
 	for i, req := range group {
 		if outs[i], broken = p.decide(tx, req.cmd); broken != nil {
@@ -185,6 +188,7 @@ func (p *Projections) commit(group []*pending) []outcome {
 		p.rebuild()
 		return failAll(outs, err)
 	}
+	p.idem.remove(expired)
 	return outs
 }
 
@@ -208,7 +212,7 @@ func (p *Projections) rebuild() {
 		s = NewState()
 	}
 	p.state = s
-	if idem, err := loadIdempotency(p.log.Store(), time.Now()); err == nil {
+	if idem, err := loadIdempotency(p.log.Store(), p.log.IDs().Now()); err == nil {
 		p.idem = idem
 	}
 }

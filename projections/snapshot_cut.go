@@ -1,0 +1,194 @@
+package projections
+
+// Snapshots without stalling reads or writes.
+//
+// Encoding a million sessions takes most of a second. Holding the state
+// read-locked for all of it would make the writer wait, and with Go's
+// RWMutex every reader that arrives after a waiting writer waits too, so
+// every request (each authenticates through a read) would stall. Instead
+// a snapshot is a cut of the state at seq S, encoded in steps:
+//
+//   - At the cut, under one short read lock, the cut records S and, for
+//     every tenant, the slice headers of its agents, contacts and sessions.
+//     Those lists are append-only and an element is never overwritten, so
+//     the first n elements seen at S stay the same whatever the writer
+//     appends after. The few and small objects (accounts, keys, webhooks)
+//     are copied whole.
+//   - The encoder then takes the read lock for one step of snapshotStep
+//     objects at a time, and lets the writer (and the readers behind it)
+//     in between.
+//   - Between steps the writer goes on changing agents and sessions. Before
+//     apply changes one that existed at S (its seq <= S), it keeps a copy of
+//     it as it was (keepAgent, keepSession) in the cut, once; the encoder
+//     writes that copy instead of the live object. Objects created after S
+//     are not in the cut's lists.
+//
+// Every change apply makes to an object the cut does not copy must call
+// keepAgent or keepSession first: a missed one would write a snapshot
+// mixing two moments, silently. TestSnapshotIsTheStateAtItsCut and
+// TestStateIsAPureFunctionOfTheLog check every kind of change between
+// steps. Contacts never change after creation; their session lists and
+// the status indexes are not in the snapshot (they are rebuilt on load).
+//
+// The alternatives cost more: an immutable (persistent) state would slow
+// every write and read for the sake of a snapshot every few minutes, and
+// copying the whole state under the lock is a shorter stall but still one
+// proportional to the state.
+
+// snapshotStep is how many objects the encoder writes per read lock: a
+// few thousand sessions take a few milliseconds, the longest a writer
+// (and the readers queued behind it) waits for a snapshot.
+const snapshotStep = 4096
+
+// snapCut is the state at seq, as a snapshot in progress sees it.
+type snapCut struct {
+	seq                        uint64
+	accounts                   []Account
+	keys                       []APIKey
+	tenants                    []cutTenant
+	agents, contacts, sessions int
+
+	// users is the users' block (usersnapshot.go), encoded at the cut:
+	// it is small, and changes with every sign-in.
+	users []byte
+
+	// Pre-images, written by the writer under the state's write lock and
+	// read by the encoder under its read lock.
+	keptAgents   map[*agent]agent
+	keptSessions map[*session]session
+}
+
+// cutTenant is one tenant's lists at the cut.
+type cutTenant struct {
+	agents   []*agent
+	contacts []*contact
+	sessions []*session
+	webhooks []webhook
+}
+
+// cutAt returns the cut of s at its seq. The caller holds s at least
+// read-locked; the cut only sees changes made after it if it is installed
+// as s.cut.
+func (s *State) cutAt() *snapCut {
+	c := &snapCut{seq: s.seq, keptAgents: map[*agent]agent{}, keptSessions: map[*session]session{}}
+	c.accounts = make([]Account, len(s.accountOrder))
+	c.tenants = make([]cutTenant, len(s.accountOrder))
+	for i, a := range s.accountOrder {
+		c.accounts[i] = *a
+		t := s.tenants[a.ID]
+		ct := cutTenant{agents: t.agents[:len(t.agents):len(t.agents)], contacts: t.contacts[:len(t.contacts):len(t.contacts)],
+			sessions: t.sessions[:len(t.sessions):len(t.sessions)], webhooks: make([]webhook, len(t.webhooks))}
+		for j, wh := range t.webhooks {
+			ct.webhooks[j] = *wh
+		}
+		c.tenants[i] = ct
+		c.agents += len(ct.agents)
+		c.contacts += len(ct.contacts)
+		c.sessions += len(ct.sessions)
+	}
+	c.keys = make([]APIKey, len(s.keyOrder))
+	for i, k := range s.keyOrder {
+		c.keys[i] = *k
+	}
+	uw := &snapWriter{}
+	s.encodeUsers(uw)
+	c.users = uw.buf
+	return c
+}
+
+// keepAgent saves a as it was at the cut in progress, if any, before apply
+// changes it.
+func (s *State) keepAgent(a *agent) {
+	if c := s.cut; c != nil && a.seq <= c.seq {
+		if _, ok := c.keptAgents[a]; !ok {
+			c.keptAgents[a] = *a
+		}
+	}
+}
+
+// keepSession saves ses as it was at the cut in progress, if any, before
+// apply changes it.
+func (s *State) keepSession(ses *session) {
+	if c := s.cut; c != nil && ses.seq <= c.seq {
+		if _, ok := c.keptSessions[ses]; !ok {
+			c.keptSessions[ses] = *ses
+		}
+	}
+}
+
+// encode writes the cut in the snapshot's layout. Every step objects it
+// calls between, which may let the state change; step 0 never calls it.
+// The caller holds the state read-locked, except inside between.
+func (c *snapCut) encode(step int, between func()) ([]byte, error) {
+	w := &snapWriter{buf: make([]byte, 0, 64+200*c.sessions)}
+	w.uint(c.seq)
+	w.len(c.agents)
+	w.len(c.contacts)
+	w.len(c.sessions)
+	w.len(len(c.accounts))
+	for i := range c.accounts {
+		w.account(&c.accounts[i])
+	}
+	w.len(len(c.keys))
+	for i := range c.keys {
+		w.key(&c.keys[i])
+	}
+	n := 0
+	tick := func() {
+		if n++; step > 0 && n%step == 0 {
+			between()
+		}
+	}
+	for _, t := range c.tenants {
+		w.len(len(t.agents))
+		for _, a := range t.agents {
+			if kept, ok := c.keptAgents[a]; ok {
+				a = &kept
+			}
+			w.agent(a)
+			tick()
+		}
+		w.len(len(t.contacts))
+		for _, ct := range t.contacts {
+			w.contact(ct)
+			tick()
+		}
+		w.len(len(t.sessions))
+		for _, ses := range t.sessions {
+			if kept, ok := c.keptSessions[ses]; ok {
+				ses = &kept
+			}
+			w.session(ses)
+			tick()
+		}
+		w.len(len(t.webhooks))
+		for i := range t.webhooks {
+			w.webhook(&t.webhooks[i])
+		}
+	}
+	// Dashboard users: one block at the end (usersnapshot.go).
+	w.buf = append(w.buf, c.users...)
+	return w.buf, w.err
+}
+
+// encodeInSteps encodes the state as it is now, holding the read lock for
+// one step of step objects at a time; between, if set, runs at every step with the lock
+// released. The caller holds snapMu, so only one cut is installed.
+func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq uint64, err error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	// Only the writer reads s.cut, under the write lock, so setting it
+	// under the read lock is safe; this goroutine alone writes it.
+	s := p.state
+	cut := s.cutAt()
+	s.cut = cut
+	defer func() { s.cut = nil }()
+	data, err = cut.encode(step, func() {
+		p.mu.RUnlock()
+		if between != nil {
+			between()
+		}
+		p.mu.RLock()
+	})
+	return data, cut.seq, err
+}

@@ -1,0 +1,310 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"demosvc/eventlog"
+)
+
+// owned is an id and the principal it belongs to.
+type owned struct {
+	pr Principal
+	id string
+}
+
+// opGen runs random commands of every kind that changes the state. It is
+// safe for concurrent use.
+type opGen struct {
+	t                                          testing.TB
+	e                                          *env
+	mu                                         sync.Mutex // guards everything below
+	rng                                        *rand.Rand
+	prs                                        []Principal
+	agents, sessions, contacts, webhooks, keys []owned
+	i                                          int
+	onSnapshot                                 func() // op 16, if set
+	users                                      *userSteps
+}
+
+func newOpGen(t testing.TB, e *env, seed uint64) *opGen {
+	g := &opGen{t: t, e: e, rng: rand.New(rand.NewPCG(seed, seed)), users: newUserSteps(e)}
+	for i := 0; i < 2; i++ {
+		g.prs = append(g.prs, e.account(fmt.Sprintf("acc%d", i)))
+	}
+	return g
+}
+
+func (g *opGen) pick(list []owned, pr Principal) string {
+	if len(list) == 0 {
+		return "agt_01m7yzmhg082f2rsf1z8xs2hpp"
+	}
+	o := list[g.rng.IntN(len(list))]
+	if g.rng.IntN(20) == 0 {
+		return o.id // sometimes another account's: refused
+	}
+	for range 4 {
+		if o.pr.Account.ID == pr.Account.ID {
+			break
+		}
+		o = list[g.rng.IntN(len(list))]
+	}
+	return o.id
+}
+
+// step runs one random command; a refusal is fine, anything else fails
+// the test.
+func (g *opGen) step() {
+	ctx := context.Background()
+	g.mu.Lock()
+	i := g.i
+	g.i++
+	pr := g.prs[g.rng.IntN(len(g.prs))]
+	score := g.rng.IntN(101)
+	sig := &Signals{g.rng.IntN(101), g.rng.IntN(101), g.rng.IntN(101)}
+	op := g.rng.IntN(17)
+	if len(g.agents) == 0 {
+		op = 0
+	}
+	var run func() error
+	add := func(list *[]owned, id string) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		*list = append(*list, owned{pr, id})
+	}
+	switch op {
+	case 0:
+		run = func() error {
+			v, err := g.e.p.CreateAgent(ctx, pr, AgentInput{Name: fmt.Sprint("a", i), SandboxURL: "https://s.example.com"}, nil)
+			if err == nil {
+				add(&g.agents, v.(AgentView).ID)
+			}
+			return err
+		}
+	case 1:
+		id, st, name := g.pick(g.agents, pr), []string{AgentActive, AgentInactive}[g.rng.IntN(2)], fmt.Sprint("renamed", i)
+		run = func() error {
+			_, err := g.e.p.UpdateAgent(ctx, pr, id, AgentPatch{Status: &st, Name: &name})
+			return err
+		}
+	case 2, 3, 4:
+		in := SessionInput{AgentID: g.pick(g.agents, pr)}
+		if len(g.contacts) > 0 && g.rng.IntN(3) == 0 {
+			c := g.pick(g.contacts, pr)
+			in.ContactID = &c
+		} else {
+			in.Contact = &Contact{Name: "N", Email: fmt.Sprintf("p%d@Example.com", g.rng.IntN(30))}
+		}
+		run = func() error {
+			v, err := g.e.p.StartSession(ctx, pr, in, nil)
+			if err == nil {
+				f := fields(g.t, v)
+				add(&g.sessions, f.ID)
+				add(&g.contacts, f.ContactID)
+			}
+			return err
+		}
+	case 5, 6:
+		id := g.pick(g.sessions, pr)
+		run = func() error {
+			_, err := g.e.p.ProgressSession(ctx, pr, id, Figures{IntentScore: &score, Signals: sig}, nil)
+			return err
+		}
+	case 7:
+		id, d, url := g.pick(g.sessions, pr), g.rng.IntN(3600), "https://replay.example.com/x"
+		run = func() error {
+			_, err := g.e.p.CompleteSession(ctx, pr, id, Figures{IntentScore: &score, Signals: sig, DurationSeconds: &d, ReplayURL: &url}, nil)
+			return err
+		}
+	case 8:
+		id := g.pick(g.sessions, pr)
+		run = func() error {
+			_, err := g.e.p.AbandonSession(ctx, pr, id, Figures{IntentScore: &score}, nil)
+			return err
+		}
+	case 9:
+		id := g.pick(g.sessions, pr)
+		run = func() error {
+			_, err := g.e.p.BookMeeting(ctx, pr, id, MeetingInput{ScheduledAt: "2026-12-01T10:00:00Z", CalendarLink: "https://cal.example.com"}, nil)
+			return err
+		}
+	case 10:
+		run = func() error {
+			v, err := g.e.p.RegisterWebhook(ctx, pr, WebhookInput{URL: fmt.Sprint("https://hooks.example.com/", i), Events: []string{"lead.hot", "demo.completed"}}, nil)
+			if err == nil {
+				add(&g.webhooks, v.(WebhookView).ID)
+			}
+			return err
+		}
+	case 11:
+		id := g.pick(g.webhooks, pr)
+		run = func() error { return g.e.p.DeleteWebhook(ctx, pr, id) }
+	case 12:
+		id := g.pick(g.webhooks, pr)
+		run = func() error { return g.e.p.DisableWebhook(ctx, id, "410 Gone") }
+	case 13:
+		run = func() error {
+			k, err := g.e.p.CreateKey(ctx, "cli", pr.Account.ID)
+			if err == nil {
+				add(&g.keys, k.ID)
+			}
+			return err
+		}
+	case 14:
+		id := g.pick(g.keys, pr)
+		run = func() error {
+			_, err := g.e.p.RevokeKey(ctx, "cli", id)
+			return err
+		}
+	case 15:
+		run = func() error {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.users.step(g.rng, pr)
+		}
+	default:
+		run = func() error {
+			if g.onSnapshot != nil {
+				g.onSnapshot()
+			}
+			return nil
+		}
+	}
+	g.mu.Unlock()
+	var pe *Error
+	if err := run(); err != nil && !errors.As(err, &pe) {
+		g.t.Errorf("op %d (%d): %v", i, op, err)
+	}
+}
+
+// replayTo rebuilds the state of the log's first seq events.
+func replayTo(t testing.TB, log *eventlog.Log, seq uint64) *State {
+	t.Helper()
+	s := NewState()
+	reg := log.Registry()
+	err := log.Read(1, seq, func(rec *eventlog.Record) error {
+		payload, err := reg.Decode(rec)
+		if err != nil {
+			return err
+		}
+		return s.apply(rec, payload)
+	})
+	if err != nil || s.seq != seq {
+		t.Fatalf("replaying to %d: at %d, %v", seq, s.seq, err)
+	}
+	return s
+}
+
+// checkStoredSnapshot fails unless the stored snapshot is at seq and holds
+// exactly the state of the log's first seq events.
+func (e *env) checkStoredSnapshot(seq uint64) {
+	e.t.Helper()
+	snap, why := loadSnapshot(e.store)
+	if snap == nil {
+		e.t.Fatalf("no snapshot: %s", why)
+	}
+	if snap.seq != seq {
+		e.t.Fatalf("snapshot at %d, want %d", snap.seq, seq)
+	}
+	if got, want := dump(snap), dump(replayTo(e.t, e.log, seq)); got != want {
+		e.t.Fatalf("snapshot at %d differs from the log's state at its seq:\n%s", seq, firstDiff(got, want))
+	}
+}
+
+// TestSnapshotIsTheStateAtItsCut changes the state in every way apply can
+// between the steps of a snapshot's encoding, mostly objects that existed
+// when it began: the snapshot holds the state at its cut, and the snapshot
+// plus the log's tail is the live state.
+func TestSnapshotIsTheStateAtItsCut(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			e := openEnv(t, "", DefaultOptions)
+			g := newOpGen(t, e, seed)
+			for range 400 {
+				g.step()
+			}
+			steps := 0
+			seq, err := e.p.saveSnapshot(3, func() {
+				steps++
+				for range 10 {
+					g.step()
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if steps < 20 {
+				t.Fatalf("only %d steps: the state is too small to test anything", steps)
+			}
+			// Every kind of change must have happened during the snapshot,
+			// or this test proves less than it says.
+			seen := map[string]bool{}
+			e.log.Read(seq+1, 0, func(rec *eventlog.Record) error { seen[rec.Type] = true; return nil })
+			for _, want := range []any{&AgentUpdated{}, &SessionProgressed{}, &LeadHot{}, &SessionCompleted{}, &SessionAbandoned{},
+				&MeetingBooked{}, &APIKeyRevoked{}, &WebhookDisabled{}, &WebhookDeleted{}, &AgentCreated{}, &SessionStarted{}} {
+				if typ, _, _ := e.log.Registry().Schema(want); !seen[typ] {
+					t.Errorf("no %s during the snapshot", typ)
+				}
+			}
+			e.checkStoredSnapshot(seq)
+			tail, err := ReplayLog(e.log, func() *State { s, _ := loadSnapshot(e.store); return s }())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, live := dump(tail), e.liveDump(); got != live {
+				t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
+			}
+		})
+	}
+}
+
+// TestSnapshotsWhileCommandsRun takes snapshots in small steps while two
+// goroutines send random commands: each snapshot is the state at its seq,
+// and the last one plus the tail is the live state.
+func TestSnapshotsWhileCommandsRun(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	g := newOpGen(t, e, 7)
+	for range 200 {
+		g.step()
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 300 {
+				g.step()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	snapshots := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		seq, err := e.p.saveSnapshot(3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkStoredSnapshot(seq)
+		snapshots++
+	}
+	g.step() // at least one event after the last snapshot
+	snap, _ := loadSnapshot(e.store)
+	tail, err := ReplayLog(e.log, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, live := dump(tail), e.liveDump(); got != live {
+		t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
+	}
+	t.Logf("%d snapshots while %d events were written", snapshots, e.log.DurableSeq())
+}
