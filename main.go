@@ -41,6 +41,7 @@ commands:
   keys create --account ACC_ID      prints the key once
   keys list [--account ACC_ID]
   keys revoke KEY_ID
+  backup [--with-master-key] DIR    a consistent copy, also while serve runs
   version
 
 Every command takes --config FILE and --data DIR (default ./data).
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return c.accounts(rest)
 	case "keys":
 		return c.keys(rest)
+	case "backup":
+		return c.backup(rest)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "demosvc %s\n", version)
 		return exitOK
