@@ -242,6 +242,9 @@ func copyDir(src, dst string, progress func(done, total int64)) error {
 		return err
 	}
 	counter := &copyCounter{total: total, progress: progress}
+	if progress != nil {
+		progress(0, total)
+	}
 	for _, e := range entries {
 		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), counter); err != nil {
 			return fmt.Errorf("copying %s: %w", e.Name(), err)

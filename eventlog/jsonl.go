@@ -95,9 +95,9 @@ func (l *Log) Export(w io.Writer, from uint64) (int, error) {
 }
 
 // ExportProgress is Export telling progress, if not nil, how many records
-// of how many it wrote, every few thousand and once at the end. Everything
-// written before a call has been flushed to w, so progress may write to w
-// too.
+// of how many it wrote: at the start, every few thousand and at the end.
+// Everything written before a call has been flushed to w, so progress may
+// write to w too.
 func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
@@ -107,6 +107,9 @@ func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, 
 	var total uint64
 	if head >= from {
 		total = head - from + 1
+	}
+	if progress != nil {
+		progress(0, total) // the start, from which a rate is measured
 	}
 	n := 0
 	err := l.Read(from, head, func(rec *Record) error {

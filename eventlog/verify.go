@@ -23,9 +23,12 @@ func (l *Log) Verify() (uint64, error) {
 }
 
 // VerifyProgress is Verify telling progress, if not nil, how many records
-// of the durable head it checked, after every chunk and once at the end.
+// of the durable head it checked: at the start and after every chunk.
 func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
 	head := l.DurableSeq()
+	if progress != nil {
+		progress(0, head) // the start, from which a rate is measured
+	}
 	var verified uint64
 	var prev [HashSize]byte
 	for verified < head {
@@ -39,9 +42,6 @@ func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
 		if progress != nil {
 			progress(verified, head)
 		}
-	}
-	if progress != nil && head == 0 {
-		progress(0, 0)
 	}
 	return verified, nil
 }
