@@ -112,6 +112,51 @@ func TestProgressBarOnATerminalAndNotOnAPipe(t *testing.T) {
 			t.Errorf("%s on a pipe: stderr %q, want nothing", s.name, stderr)
 		}
 	}
+	// Through a running server, the bar is drawn from the progress lines
+	// the admin socket streams.
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	var serveOut, serveErr bytes.Buffer
+	go func() {
+		served <- run(ctx, []string{"demosvc", "serve", "--data", ttyData, "--listen", "127.0.0.1:0"},
+			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := serverReady(ttyData); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("server not ready after 30s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	for _, s := range steps[1:] {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		drawn := readAll(ptmx)
+		out, code := runWithStderr(t, tty, s.args(ttyData)...)
+		tty.Close()
+		screen := <-drawn
+		ptmx.Close()
+		if code != 0 {
+			t.Errorf("%s through the server on a terminal: exit %d, stdout %q, stderr %q", s.name, code, out, screen)
+		}
+		if !strings.Contains(screen, s.bar) || !strings.Contains(screen, "100%") || !strings.Contains(screen, "/s") {
+			t.Errorf("%s through the server on a terminal: no bar on stderr: %q", s.name, screen)
+		}
+		if s.name == "export" && out != terminal["export"] {
+			t.Errorf("export through the server printed another log")
+		}
+	}
+	stop()
+	if code := <-served; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, serveErr.String())
+	}
+
 	for _, name := range []string{"import", "export", "verify"} {
 		if terminal[name] != piped[name] {
 			t.Errorf("%s: stdout differs with a terminal on stderr:\n%s\nvs\n%s", name, terminal[name], piped[name])
