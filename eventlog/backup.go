@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -61,9 +62,10 @@ type BackupResult struct {
 // Backup writes a consistent copy of the store's data dir to dest, which
 // must not exist or be an empty directory outside the data dir. The copy
 // holds every write whose fsync had returned when it was taken, and its
-// own head mark, so `serve --data dest` opens it as it was. On failure
-// nothing Backup created is left in dest.
-func (s *Store) Backup(dest string, opts BackupOptions) (res BackupResult, err error) {
+// own head mark, so `serve --data dest` opens it as it was. On failure,
+// and when ctx ends first (the CLI that asked went away), nothing Backup
+// created is left in dest.
+func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (res BackupResult, err error) {
 	if !backupMu.TryLock() {
 		return res, ErrBackupRunning
 	}
@@ -93,7 +95,7 @@ func (s *Store) Backup(dest string, opts BackupOptions) (res BackupResult, err e
 		return res, fmt.Errorf("checkpoint: %w", err)
 	}
 	res.HeadSeq = head.Seq
-	if err := moveOrCopy(filepath.Join(staging, PebbleDir), filepath.Join(dest, PebbleDir), opts.Progress); err != nil {
+	if err := moveOrCopy(ctx, filepath.Join(staging, PebbleDir), filepath.Join(dest, PebbleDir), opts.Progress); err != nil {
 		return res, err
 	}
 	// Pebble made the checkpoint's directory with the default mode; the
@@ -209,7 +211,7 @@ func (s *Store) removeStaleStaging() {
 
 // moveOrCopy renames the directory src to dst, or copies its files when
 // dst is on another file system.
-func moveOrCopy(src, dst string, progress func(done, total int64)) error {
+func moveOrCopy(ctx context.Context, src, dst string, progress func(done, total int64)) error {
 	err := os.Rename(src, dst)
 	if err == nil {
 		return syncDir(filepath.Dir(dst))
@@ -217,12 +219,12 @@ func moveOrCopy(src, dst string, progress func(done, total int64)) error {
 	if !errors.Is(err, syscall.EXDEV) {
 		return fmt.Errorf("moving the checkpoint to %s: %w", dst, err)
 	}
-	return copyDir(src, dst, progress)
+	return copyDir(ctx, src, dst, progress)
 }
 
 // copyDir copies the regular files of src (Pebble's directory is flat)
-// into the new directory dst, durably.
-func copyDir(src, dst string, progress func(done, total int64)) error {
+// into the new directory dst, durably, until ctx ends.
+func copyDir(ctx context.Context, src, dst string, progress func(done, total int64)) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -241,7 +243,7 @@ func copyDir(src, dst string, progress func(done, total int64)) error {
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}
-	counter := &copyCounter{total: total, progress: progress}
+	counter := &copyCounter{ctx: ctx, total: total, progress: progress}
 	if progress != nil {
 		progress(0, total)
 	}
@@ -256,13 +258,18 @@ func copyDir(src, dst string, progress func(done, total int64)) error {
 	return syncDir(dst)
 }
 
-// copyCounter reports bytes copied so far.
+// copyCounter reports bytes copied so far, and stops the copy when ctx
+// ends.
 type copyCounter struct {
+	ctx         context.Context
 	done, total int64
 	progress    func(done, total int64)
 }
 
 func (c *copyCounter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
 	c.done += int64(len(p))
 	if c.progress != nil {
 		c.progress(c.done, c.total)

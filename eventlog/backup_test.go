@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func TestBackupWhileAppendingHoldsAConsistentPrefix(t *testing.T) {
 		}
 	}()
 	dest := filepath.Join(t.TempDir(), "bk")
-	res, err := h.store.Backup(dest, BackupOptions{})
+	res, err := h.store.Backup(context.Background(), dest, BackupOptions{})
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -89,7 +90,7 @@ func TestBackupRefusesAnUnusableDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dest := range []string{full, h.dir, filepath.Join(h.dir, "inner")} {
-		if _, err := h.store.Backup(dest, BackupOptions{}); !errors.Is(err, ErrBackupDest) {
+		if _, err := h.store.Backup(context.Background(), dest, BackupOptions{}); !errors.Is(err, ErrBackupDest) {
 			t.Fatalf("Backup(%s): %v, want ErrBackupDest", dest, err)
 		}
 	}
@@ -111,14 +112,14 @@ func TestBackupIncludesTheMasterKeyOnlyWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	without := filepath.Join(t.TempDir(), "without")
-	if res, err := h.store.Backup(without, BackupOptions{}); err != nil || res.MasterKeyIncluded {
+	if res, err := h.store.Backup(context.Background(), without, BackupOptions{}); err != nil || res.MasterKeyIncluded {
 		t.Fatalf("Backup: %+v %v", res, err)
 	}
 	if _, err := os.Stat(filepath.Join(without, MasterKeyFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("master.key in a backup without --with-master-key: %v", err)
 	}
 	with := filepath.Join(t.TempDir(), "with")
-	if res, err := h.store.Backup(with, BackupOptions{WithMasterKey: true}); err != nil || !res.MasterKeyIncluded {
+	if res, err := h.store.Backup(context.Background(), with, BackupOptions{WithMasterKey: true}); err != nil || !res.MasterKeyIncluded {
 		t.Fatalf("Backup: %+v %v", res, err)
 	}
 	got, err := os.ReadFile(filepath.Join(with, MasterKeyFile))
@@ -138,7 +139,7 @@ func TestBackupToAnotherFileSystemIsCopiedWithProgress(t *testing.T) {
 	other := otherFileSystem(t, h.dir)
 	dest := filepath.Join(other, "bk")
 	var last, calls, total int64
-	res, err := h.store.Backup(dest, BackupOptions{Progress: func(done, tot int64) {
+	res, err := h.store.Backup(context.Background(), dest, BackupOptions{Progress: func(done, tot int64) {
 		if done < last || (total != 0 && tot != total) {
 			t.Errorf("progress went from %d to %d of %d (total was %d)", last, done, tot, total)
 		}
@@ -154,6 +155,24 @@ func TestBackupToAnotherFileSystemIsCopiedWithProgress(t *testing.T) {
 	cp := openHarness(t, dest)
 	if cp.log.DurableSeq() != res.HeadSeq || res.HeadSeq != 100 {
 		t.Fatalf("copy head %d, backup head %d", cp.log.DurableSeq(), res.HeadSeq)
+	}
+}
+
+// A copy whose caller went away stops, and leaves nothing behind.
+func TestBackupStopsWhenItsCallerGoesAway(t *testing.T) {
+	h := openHarness(t, "")
+	h.append(100)
+	dest := filepath.Join(otherFileSystem(t, h.dir), "bk")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.store.Backup(ctx, dest, BackupOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Backup with its context ended: %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stopped backup left %s: %v", dest, err)
+	}
+	if stale, _ := filepath.Glob(filepath.Join(h.dir, backupStaging)); len(stale) != 0 {
+		t.Fatalf("staging dirs left in the data dir: %v", stale)
 	}
 }
 

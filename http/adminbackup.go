@@ -47,7 +47,7 @@ func (a *Admin) handleBackup(w http.ResponseWriter, r *http.Request, _ httproute
 	if in.Progress {
 		opts.Progress = out.report
 	}
-	res, err := a.Log.Store().Backup(in.Dir, opts)
+	res, err := a.Log.Store().Backup(r.Context(), in.Dir, opts)
 	switch {
 	case err == nil:
 		out.finish(http.StatusOK, BackupResult{Backup: in.Dir, HeadSeq: res.HeadSeq, Bytes: res.Bytes, MasterKeyIncluded: res.MasterKeyIncluded})
