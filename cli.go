@@ -302,7 +302,9 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	if !errors.Is(err, demohttp.ErrNoServer) {
 		return status, err
 	}
-	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log"))
+	// The log commands and backup work without the state: they must work
+	// on a damaged log, and need not wait for a replay.
+	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log") && !strings.HasPrefix(target, "/admin/backup"))
 	if err != nil {
 		if errors.Is(err, eventlog.ErrLocked) {
 			return 0, fmt.Errorf("%s, but its admin socket %s does not answer", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 
 	"demosvc/config"
@@ -59,7 +61,7 @@ func (c *cli) logShow(args []string) int {
 	if *follow {
 		q.Set("follow", "true")
 	}
-	return c.stream(cf, cfg, "/admin/log?"+q.Encode())
+	return c.stream(cf, cfg, "/admin/log?"+q.Encode(), nil)
 }
 
 func (c *cli) logExport(args []string) int {
@@ -72,22 +74,31 @@ func (c *cli) logExport(args []string) int {
 	if err != nil {
 		return c.fail(cf, "%v", err)
 	}
-	target := "/admin/log/export"
+	q := url.Values{}
 	if *from > 0 {
-		target += "?from=" + strconv.FormatUint(*from, 10)
+		q.Set("from", strconv.FormatUint(*from, 10))
 	}
-	return c.stream(cf, cfg, target)
+	bar := c.newProgress("export", false)
+	if bar.enabled() {
+		q.Set("progress", "true")
+	}
+	return c.stream(cf, cfg, "/admin/log/export?"+q.Encode(), bar)
 }
 
-// stream runs an admin request whose answer is JSON lines.
-func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string) int {
+// stream runs an admin request whose answer is JSON lines, drawing the
+// progress lines it asked for on bar (nil when it asked for none).
+func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string, bar *progress) int {
 	out := &streamOut{c: c, cf: cf}
-	status, err := c.admin(cfg, http.MethodGet, target, nil, out)
+	filter := &progressFilter{bar: bar, next: out}
+	status, err := c.admin(cfg, http.MethodGet, target, nil, filter)
+	filter.flush()
 	out.flush()
+	ok := err == nil && status == http.StatusOK && !out.failed
+	bar.finish(ok)
 	if err != nil {
 		return c.fail(cf, "%v", err)
 	}
-	if status != http.StatusOK || out.failed {
+	if !ok {
 		return exitFail
 	}
 	return exitOK
@@ -103,7 +114,15 @@ func (c *cli) logVerify(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	var body bytes.Buffer
-	status, err := c.admin(cfg, http.MethodGet, "/admin/log/verify", nil, &body)
+	bar := c.newProgress("verify", false)
+	target := "/admin/log/verify"
+	if bar.enabled() {
+		target += "?progress=true"
+	}
+	filter := &progressFilter{bar: bar, next: &body}
+	status, err := c.admin(cfg, http.MethodGet, target, nil, filter)
+	filter.flush()
+	bar.finish(err == nil && bytes.HasPrefix(body.Bytes(), []byte(`{"ok":true`)))
 	if errors.Is(err, eventlog.ErrDamaged) || errors.Is(err, eventlog.ErrCorrupt) {
 		// The log could not even be opened: that is verify's answer too.
 		res := demohttp.VerifyResult{FirstBadSeq: 1, Error: err.Error()}
@@ -118,7 +137,8 @@ func (c *cli) logVerify(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	var res demohttp.VerifyResult
-	if json.Unmarshal(body.Bytes(), &res) != nil || (status != http.StatusOK && status != http.StatusConflict) {
+	if json.Unmarshal(body.Bytes(), &res) != nil || (status != http.StatusOK && status != http.StatusConflict) ||
+		bytes.HasPrefix(body.Bytes(), []byte(`{"error":`)) {
 		var e demohttp.AdminError
 		_ = json.Unmarshal(body.Bytes(), &e)
 		return c.fail(cf, "%s", e.Error)
@@ -158,7 +178,17 @@ func (c *cli) logImport(args []string) int {
 	defer store.Close()
 	reg := projections.NewRegistry()
 	imported := projections.NewState()
-	n, err := eventlog.Import(store, reg, in, eventlog.ImportOptions{Check: imported.Checker(reg, cfg.Delivery.AllowPrivateNetworks)})
+	opts := eventlog.ImportOptions{Check: imported.Checker(reg, cfg.Delivery.AllowPrivateNetworks)}
+	bar := c.newProgress("import", true)
+	if bar.enabled() {
+		// The bar counts bytes of the input, whose size gives the ETA (a
+		// pipe has none: a rate only); the records staged are its text.
+		size := inputSize(in)
+		in = &countingReader{r: in, read: func(n int64) { bar.set(n, size) }}
+		opts.Progress = func(records uint64) { bar.describe(fmt.Sprintf("import: %d records", records)) }
+	}
+	n, err := eventlog.Import(store, reg, in, opts)
+	bar.finish(err == nil)
 	var ie *eventlog.ImportError
 	switch {
 	case errors.As(err, &ie):
@@ -175,4 +205,31 @@ func (c *cli) logImport(args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "{\"imported\":%d}\n", n)
 	return exitOK
+}
+
+// inputSize returns the size of in when it is a regular file, or -1.
+func inputSize(in io.Reader) int64 {
+	f, ok := in.(*os.File)
+	if !ok {
+		return -1
+	}
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return -1
+	}
+	return info.Size()
+}
+
+// countingReader tells read how many bytes were read so far.
+type countingReader struct {
+	r    io.Reader
+	n    int64
+	read func(n int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.read(c.n)
+	return n, err
 }

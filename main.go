@@ -45,6 +45,7 @@ commands:
   users list [--account ACC_ID]
   users reset-password USER_ID      prints a one-time setup link
   users disable USER_ID
+  backup [--with-master-key] DIR    a consistent copy, also while serve runs
   version
 
 Every command takes --config FILE and --data DIR (default ./data).
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return c.keys(rest)
 	case "users":
 		return c.users(rest)
+	case "backup":
+		return c.backup(rest)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "demosvc %s\n", version)
 		return exitOK

@@ -211,6 +211,7 @@ func projectionOptions(cfg *config.Config, sealer *eventlog.Sealer, logger *slog
 		Sealer:               sealer,
 		MaxWebhooks:          cfg.Webhooks.MaxPerAccount,
 		AllowPrivateNetworks: cfg.Delivery.AllowPrivateNetworks,
+		ReplayProgress:       replayProgressOf(logger),
 	}
 }
 

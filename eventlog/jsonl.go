@@ -91,22 +91,54 @@ func redactValue(v any) any {
 // Export writes every durable record from seq from on as JSON lines that
 // Import takes back byte for byte.
 func (l *Log) Export(w io.Writer, from uint64) (int, error) {
+	return l.ExportProgress(w, from, nil)
+}
+
+// ExportProgress is Export telling progress, if not nil, how many records
+// of how many it wrote: at the start, every few thousand and at the end.
+// Everything written before a call has been flushed to w, so progress may
+// write to w too.
+func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
+	from = max(from, 1)
+	head := l.DurableSeq()
+	var total uint64
+	if head >= from {
+		total = head - from + 1
+	}
+	if progress != nil {
+		progress(0, total) // the start, from which a rate is measured
+	}
 	n := 0
-	err := l.Read(from, 0, func(rec *Record) error {
+	err := l.Read(from, head, func(rec *Record) error {
 		j, err := l.opts.Registry.ToJSON(rec, true)
 		if err != nil {
 			return err
 		}
 		n++
-		return enc.Encode(j)
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+		if progress != nil && n%progressEvery == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			progress(uint64(n), total)
+		}
+		return nil
 	})
 	if err != nil {
 		return n, err
 	}
-	return n, bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return n, err
+	}
+	if progress != nil {
+		progress(uint64(n), total)
+	}
+	return n, nil
 }
 
 // ImportError names the input line that made Import refuse the whole input.

@@ -90,7 +90,7 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 	} else if staged {
 		return nil, fmt.Errorf("%w: run `demosvc log import` on %s again, which starts over, or remove it", ErrIncompleteImport, store.Dir())
 	}
-	head, err := l.readHead()
+	head, err := store.readHead()
 	if err != nil {
 		if d := store.Damage(); d != nil {
 			return nil, fmt.Errorf("%w: %w", ErrDamaged, &VerifyError{Seq: max(d.FromSeq, 1),
@@ -108,8 +108,8 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 }
 
 // readHead returns the last record, or a zero record for an empty log.
-func (l *Log) readHead() (Record, error) {
-	it, err := l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}})
+func (s *Store) readHead() (Record, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}})
 	if err != nil {
 		return Record{}, err
 	}

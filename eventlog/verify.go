@@ -19,8 +19,31 @@ func (e *VerifyError) Error() string { return fmt.Sprintf("seq %d: %s", e.Seq, e
 // the number of records checked, or a *VerifyError naming the first bad seq;
 // storage damage is such an error too, naming the seqs it may hold.
 func (l *Log) Verify() (uint64, error) {
-	n, _, err := l.verifyRange(1, l.DurableSeq(), [HashSize]byte{})
-	return n, err
+	return l.VerifyProgress(nil)
+}
+
+// VerifyProgress is Verify telling progress, if not nil, how many records
+// of the durable head it checked: at the start and after every chunk.
+func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
+	head := l.DurableSeq()
+	if progress != nil {
+		progress(0, head) // the start, from which a rate is measured
+	}
+	var verified uint64
+	var prev [HashSize]byte
+	for verified < head {
+		to := min(head, verified+verifyChunk)
+		n, last, err := l.verifyRange(verified+1, to, prev)
+		verified += n
+		if err != nil {
+			return verified, err
+		}
+		prev = last
+		if progress != nil {
+			progress(verified, head)
+		}
+	}
+	return verified, nil
 }
 
 // verifyChunk is how many records the background verification checks

@@ -49,6 +49,7 @@ func (a *Admin) Handler() http.Handler {
 	r.GET("/admin/users", a.handleListUsers)
 	r.POST("/admin/users/:id/reset-password", a.handleResetPassword)
 	r.POST("/admin/users/:id/disable", a.handleDisableUser)
+	r.POST("/admin/backup", a.handleBackup)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, http.StatusNotFound, "no admin command at "+r.URL.Path)
 	})
@@ -149,7 +150,13 @@ func (a *Admin) handleExport(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	if _, err := a.Log.Export(w, from); err != nil {
+	var progress eventlog.Progress
+	if r.URL.Query().Get("progress") == "true" {
+		lines := newProgressLines(w)
+		lines.started = true // the header is sent
+		progress = lines.records
+	}
+	if _, err := a.Log.ExportProgress(w, from, progress); err != nil {
 		writeStreamError(json.NewEncoder(w), err)
 	}
 }
@@ -162,15 +169,23 @@ type VerifyResult struct {
 	Error       string `json:"error,omitempty"`
 }
 
+// handleVerify answers VerifyResult (status 409 when the chain breaks).
+// With progress=true, AdminProgress lines come first and the status is 200
+// once one was sent: the CLI goes by the last line.
 func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	n, err := a.Log.Verify()
+	out := newProgressLines(w)
+	var progress eventlog.Progress
+	if r.URL.Query().Get("progress") == "true" {
+		progress = out.records
+	}
+	n, err := a.Log.VerifyProgress(progress)
 	var ve *eventlog.VerifyError
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, VerifyResult{OK: true, Records: n})
+		out.finish(http.StatusOK, VerifyResult{OK: true, Records: n})
 	case errors.As(err, &ve):
-		writeJSON(w, http.StatusConflict, VerifyResult{Records: n, FirstBadSeq: ve.Seq, Error: ve.Error()})
+		out.finish(http.StatusConflict, VerifyResult{Records: n, FirstBadSeq: ve.Seq, Error: ve.Error()})
 	default:
-		writeAdminError(w, http.StatusInternalServerError, err.Error())
+		out.finish(http.StatusInternalServerError, AdminError{Error: err.Error()})
 	}
 }

@@ -53,6 +53,10 @@ type Options struct {
 	MaxWebhooks int
 	// AllowPrivateNetworks lets webhooks point at private addresses.
 	AllowPrivateNetworks bool
+	// ReplayProgress, if set, is called while Open replays the log, every
+	// few thousand events and once at the end, with the seq reached and
+	// the head it replays to (serve logs it every few seconds).
+	ReplayProgress func(seq, head uint64)
 }
 
 // DefaultOptions are the settings of an unconfigured service.
@@ -80,7 +84,7 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 	} else {
 		info.Ignored = why
 	}
-	state, err := ReplayLog(log, base)
+	state, err := replayLog(log, base, opts.ReplayProgress)
 	if err != nil {
 		return nil, err
 	}
@@ -111,20 +115,40 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 // ReplayLog applies every durable record of log after base's seq to base (a
 // new state when nil) and returns it.
 func ReplayLog(log *eventlog.Log, base *State) (*State, error) {
+	return replayLog(log, base, nil)
+}
+
+// replayProgressEvery is how many events pass between two calls of a
+// replay's progress callback.
+var replayProgressEvery uint64 = 4096
+
+// replayLog is ReplayLog calling progress, if set, as Options.ReplayProgress
+// says.
+func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) (*State, error) {
 	s := base
 	if s == nil {
 		s = NewState()
 	}
 	reg := log.Registry()
-	err := log.Read(s.seq+1, 0, func(rec *eventlog.Record) error {
+	head := log.DurableSeq()
+	err := log.Read(s.seq+1, head, func(rec *eventlog.Record) error {
 		payload, err := reg.Decode(rec)
 		if err != nil {
 			return err
 		}
-		return s.apply(rec, payload)
+		if err := s.apply(rec, payload); err != nil {
+			return err
+		}
+		if progress != nil && rec.Seq%replayProgressEvery == 0 {
+			progress(rec.Seq, head)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replaying the log: %w", err)
+	}
+	if progress != nil {
+		progress(s.seq, head)
 	}
 	return s, nil
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// fixture writes a hand-written log of n accounts to import.
+func fixture(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		id := "acc_01jbz0000000000000000" + string(rune('a'+i/100%26)) + string(rune('a'+i/10%10)) + string(rune('a'+i%10))
+		b.WriteString(`{"type":"account.created","time":"2026-11-01T09:00:00Z","account_id":"` + id +
+			`","data":{"account_id":"` + id + `","name":"A","plan":"pro","rate_limit_per_minute":0}}` + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "fixture.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runWithStderr runs the CLI as main does, with stderr the given file,
+// and returns its stdout and exit code.
+func runWithStderr(t *testing.T, stderr *os.File, args ...string) (string, int) {
+	t.Helper()
+	var stdout bytes.Buffer
+	getenv := func(string) string { return "" }
+	code := run(context.Background(), append([]string{"demosvc"}, args...), getenv, strings.NewReader(""), &stdout, stderr)
+	return stdout.String(), code
+}
+
+// The long commands draw a bar with a rate and an ETA on a terminal (a
+// real pseudo-terminal here) and write nothing to stderr that is not a
+// terminal (a pipe); what they print on stdout is the same either way.
+func TestProgressBarOnATerminalAndNotOnAPipe(t *testing.T) {
+	in := fixture(t, 300)
+	type step struct {
+		name string
+		args func(data string) []string
+		bar  string // what the bar shows on a terminal
+	}
+	steps := []step{
+		{"import", func(data string) []string { return []string{"log", "import", "--data", data, in} }, "import"},
+		{"export", func(data string) []string { return []string{"log", "export", "--data", data} }, "export"},
+		{"verify", func(data string) []string { return []string{"log", "verify", "--data", data} }, "verify"},
+	}
+	if other, ok := otherFS(t); ok {
+		// A backup draws a bar only while it copies, which it does to
+		// another file system.
+		n := 0
+		steps = append(steps, step{"backup", func(data string) []string {
+			n++
+			return []string{"backup", "--data", data, filepath.Join(other, "bk", string(rune('0'+n)))}
+		}, "backup"})
+	}
+
+	terminal := map[string]string{}
+	piped := map[string]string{}
+	ttyData := filepath.Join(t.TempDir(), "tty")
+	pipeData := filepath.Join(t.TempDir(), "pipe")
+	for _, s := range steps {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pseudo-terminal: %v", err)
+		}
+		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
+			t.Fatal(err)
+		}
+		drawn := readAll(ptmx)
+		out, code := runWithStderr(t, tty, s.args(ttyData)...)
+		tty.Close()
+		screen := <-drawn
+		ptmx.Close()
+		if code != 0 {
+			t.Fatalf("%s on a terminal: exit %d, stdout %q, stderr %q", s.name, code, out, screen)
+		}
+		terminal[s.name] = out
+		if !strings.Contains(screen, s.bar) || !strings.Contains(screen, "100%") || !strings.Contains(screen, "/s") {
+			t.Errorf("%s on a terminal: no bar with a rate on stderr: %q", s.name, screen)
+		}
+
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := readAll(pr)
+		out, code = runWithStderr(t, pw, s.args(pipeData)...)
+		pw.Close()
+		stderr := <-written
+		pr.Close()
+		if code != 0 {
+			t.Fatalf("%s on a pipe: exit %d, stderr %q", s.name, code, stderr)
+		}
+		piped[s.name] = out
+		if strings.Contains(stderr, "\r") || strings.Contains(stderr, "%") {
+			t.Errorf("%s on a pipe: a bar on stderr: %q", s.name, stderr)
+		}
+		if s.name != "backup" && stderr != "" {
+			t.Errorf("%s on a pipe: stderr %q, want nothing", s.name, stderr)
+		}
+	}
+	// Through a running server, the bar is drawn from the progress lines
+	// the admin socket streams.
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	var serveOut, serveErr bytes.Buffer
+	go func() {
+		served <- run(ctx, []string{"demosvc", "serve", "--data", ttyData, "--listen", "127.0.0.1:0"},
+			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := serverReady(ttyData); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("server not ready after 30s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	for _, s := range steps[1:] {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		drawn := readAll(ptmx)
+		out, code := runWithStderr(t, tty, s.args(ttyData)...)
+		tty.Close()
+		screen := <-drawn
+		ptmx.Close()
+		if code != 0 {
+			t.Errorf("%s through the server on a terminal: exit %d, stdout %q, stderr %q", s.name, code, out, screen)
+		}
+		if !strings.Contains(screen, s.bar) || !strings.Contains(screen, "100%") || !strings.Contains(screen, "/s") {
+			t.Errorf("%s through the server on a terminal: no bar on stderr: %q", s.name, screen)
+		}
+		if s.name == "export" && out != terminal["export"] {
+			t.Errorf("export through the server printed another log")
+		}
+	}
+	stop()
+	if code := <-served; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, serveErr.String())
+	}
+
+	for _, name := range []string{"import", "export", "verify"} {
+		if terminal[name] != piped[name] {
+			t.Errorf("%s: stdout differs with a terminal on stderr:\n%s\nvs\n%s", name, terminal[name], piped[name])
+		}
+	}
+	if strings.Count(terminal["export"], "\n") != 300 {
+		t.Errorf("export printed %d lines, want 300", strings.Count(terminal["export"], "\n"))
+	}
+}
+
+// readAll reads r until it fails (a pty's master fails with EIO once the
+// terminal side is closed) and sends what it read.
+func readAll(r io.Reader) <-chan string {
+	ch := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, err := io.Copy(&b, r)
+		if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+			b.WriteString("\nread error: " + err.Error())
+		}
+		ch <- b.String()
+	}()
+	return ch
+}
+
+// otherFS returns a directory on a file system other than the temp
+// dir's, if the machine has one (/dev/shm).
+func otherFS(t *testing.T) (string, bool) {
+	var a, b syscall.Stat_t
+	if syscall.Stat(t.TempDir(), &a) != nil || syscall.Stat("/dev/shm", &b) != nil || a.Dev == b.Dev {
+		return "", false
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "demosvc-progress-test-")
+	if err != nil {
+		return "", false
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir, true
+}
+
+// serve logs the replay's progress at most once per interval, with the
+// seq, the head and the rate since the last line.
+func TestReplayProgressLogsEveryInterval(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	report := replayProgress(logger, clock, 5*time.Second)
+	report(1000, 100_000) // at once: too soon
+	now = now.Add(4 * time.Second)
+	report(40_000, 100_000) // 4 s: too soon
+	now = now.Add(time.Second)
+	report(50_000, 100_000) // 5 s: logs, 10,000 events/s
+	now = now.Add(time.Second)
+	report(60_000, 100_000) // 1 s later: too soon
+	now = now.Add(5 * time.Second)
+	report(100_000, 100_000) // logs: 50,000 events in 6 s
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logged %d lines, want 2:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{
+		`level=INFO msg="replaying the log" seq=50000 head_seq=100000 events_per_second=10000 eta=5s`,
+		`level=INFO msg="replaying the log" seq=100000 head_seq=100000 events_per_second=8333 eta=0s`,
+	} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s\nwant it to contain %s", i, lines[i], want)
+		}
+	}
+}
