@@ -269,24 +269,7 @@ func (s *Store) durableView() *pebble.Snapshot {
 // Scan calls fn for every key with prefix, in order. prefix must not be
 // the log's keyspace, which Log reads. fn must not keep k or v.
 func (s *Store) Scan(prefix []byte, fn func(k, v []byte) error) error {
-	if len(prefix) == 0 || prefix[0] == prefixLog {
-		return fmt.Errorf("scan of %q: not a bookkeeping keyspace", prefix)
-	}
-	upper := append([]byte(nil), prefix...)
-	upper[len(upper)-1]++
-	view := s.durableView()
-	defer view.Close()
-	it, err := view.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for valid := it.First(); valid; valid = it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return s.ScanFrom(prefix, nil, fn)
 }
 
 // ScanFrom is Scan starting at the first key with prefix that sorts at or
