@@ -1,8 +1,10 @@
 package http
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"demosvc/config"
@@ -78,5 +80,27 @@ func TestTheBadKeyLimiterUsesTheForwardedClientBehindATrustedProxy(t *testing.T)
 	}
 	if got := try("203.0.113.9:1", "198.51.100.51"); got != 429 {
 		t.Errorf("an untrusted peer changing X-Forwarded-For = %d, want 429 (keyed on the peer)", got)
+	}
+}
+
+// Behind a trusted proxy, the request log line and the dashboard (its
+// sign-in limits and session records) see the forwarded client too.
+func TestTheLogLineAndTheDashboardSeeTheForwardedClient(t *testing.T) {
+	ts := newTestServer(t, func(c *config.Config) { c.HTTP.TrustedProxies = "10.0.0.0/8" })
+	var seen string
+	d := ts.deps
+	d.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.RemoteAddr })
+	s := NewServer(d)
+	for _, path := range []string{"/login", "/healthz"} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RemoteAddr = "10.0.0.1:1"
+		r.Header.Set("X-Forwarded-For", "198.51.100.9")
+		s.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if seen != "198.51.100.9:0" {
+		t.Errorf("the dashboard saw RemoteAddr %q, want the forwarded client", seen)
+	}
+	if !strings.Contains(ts.logs.String(), "route=/healthz") || !strings.Contains(ts.logs.String(), "client=198.51.100.9") {
+		t.Errorf("the request log line does not name the forwarded client:\n%s", ts.logs)
 	}
 }

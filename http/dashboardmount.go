@@ -1,6 +1,7 @@
 package http
 
 import (
+	"net"
 	"net/http"
 	"strings"
 
@@ -9,14 +10,20 @@ import (
 
 // mountDashboard serves every path the router does not know, outside /v1,
 // through the dashboard: /healthz, /readyz, /metrics and /v1 keep their
-// own answers.
-func mountDashboard(r *httprouter.Router, dashboard http.Handler) {
+// own answers. The dashboard sees as RemoteAddr the client that
+// http.trusted_proxies let the forwarding headers name, for its sign-in
+// limits and its session records.
+func mountDashboard(r *httprouter.Router, dashboard http.Handler, trusted proxies) {
 	apiNotFound := r.NotFound
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		p := req.URL.Path
 		if p == "/v1" || strings.HasPrefix(p, "/v1/") {
 			apiNotFound.ServeHTTP(w, req)
 			return
+		}
+		if len(trusted) > 0 {
+			req = req.Clone(req.Context())
+			req.RemoteAddr = net.JoinHostPort(trusted.clientAddr(req), "0")
 		}
 		route("dashboard", dashboard.ServeHTTP)(w, req)
 	})

@@ -61,11 +61,12 @@ type front struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	reqIDs  *requestIDs
+	proxies proxies // whose forwarding headers name the client in the log line
 	next    http.Handler
 }
 
-func newFront(logger *slog.Logger, metrics *Metrics, next http.Handler) *front {
-	return &front{logger: logger, metrics: metrics, reqIDs: newRequestIDs(), next: next}
+func newFront(logger *slog.Logger, metrics *Metrics, trusted proxies, next http.Handler) *front {
+	return &front{logger: logger, metrics: metrics, reqIDs: newRequestIDs(), proxies: trusted, next: next}
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,7 +98,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.Enabled(r.Context(), level) {
 			rec := slog.NewRecord(time.Now(), level, "request", 0)
 			rec.AddAttrs(slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
-				slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account))
+				slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account),
+				slog.String("client", f.proxies.clientAddr(r)))
 			_ = h.Handle(r.Context(), rec)
 		}
 	}()

@@ -82,7 +82,7 @@ func methodOrder(m string) int {
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, s.deps.Health.readiness(true), s.authenticated)
 	if s.deps.Dashboard != nil {
-		mountDashboard(r, s.deps.Dashboard)
+		mountDashboard(r, s.deps.Dashboard, s.proxies)
 	}
 	api := func(method, path string, h http.HandlerFunc) {
 		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))

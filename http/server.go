@@ -73,7 +73,7 @@ func NewServer(d Deps) *Server {
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}
-	s.front = newFront(d.Logger, d.Metrics, s.routes())
+	s.front = newFront(d.Logger, d.Metrics, s.proxies, s.routes())
 	return s
 }
 
