@@ -163,18 +163,7 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	cfg.Backoff, cfg.MaxRetries = time.Second, 10
 	w.sessions(t, agent, 0, 100) // one chunk: each gets its first attempt, which fails
 	w.start(cfg)
-	waitFor(t, "100 first attempts recorded", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		if len(ds) != 100 {
-			return false
-		}
-		for _, d := range ds {
-			if d.Attempts != 1 || d.Status != StatusPending {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, "100 first attempts recorded", pendingAfterOneAttempt(t, w, wh.ID, 100))
 	w.stop()
 	w.stop = nil
 	w.sessions(t, agent, 100, 10_000) // a backlog appended while nothing delivers
@@ -368,5 +357,22 @@ func TestAttemptLogPages(t *testing.T) {
 	page, more, err = w.m.Deliveries(wh.ID, 2, all[3].ID)
 	if err != nil || more || len(page) != 1 || page[0].ID != all[4].ID {
 		t.Fatalf("last page %v more %v err %v", page, more, err)
+	}
+}
+
+// pendingAfterOneAttempt reports whether the webhook has exactly n
+// deliveries, each pending after one attempt.
+func pendingAfterOneAttempt(t *testing.T, w *world, wh string, n int) func() bool {
+	return func() bool {
+		ds := deliveriesOf(t, w, wh)
+		if len(ds) != n {
+			return false
+		}
+		for _, d := range ds {
+			if d.Attempts != 1 || d.Status != StatusPending {
+				return false
+			}
+		}
+		return true
 	}
 }

@@ -47,18 +47,7 @@ func TestALoopStoppedByAStoreFaultRestartsAndDeliversEverything(t *testing.T) {
 	cfg.MaxRetries = 10
 	w.sessions(t, agent, 0, 50)
 	w.start(cfg)
-	waitFor(t, "50 deliveries stored, each tried once", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		if len(ds) != 50 {
-			return false
-		}
-		for _, d := range ds {
-			if d.Attempts != 1 || d.Status != StatusPending {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, "50 deliveries stored, each tried once", pendingAfterOneAttempt(t, w, wh.ID, 50))
 	w.close()
 
 	// Reopening flushes what the WAL holds into table files, so the
