@@ -258,6 +258,27 @@ func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
 	return s.commitSync(b)
 }
 
+// WriteUnsynced writes puts to a bookkeeping keyspace without waiting for
+// an fsync. It is for staged data that nothing reads until a later
+// WriteSync names it (a snapshot's chunks before its metadata): that
+// synced write makes every earlier write durable with it, the WAL being
+// one sequential file.
+func (s *Store) WriteUnsynced(puts []Put) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, p := range puts {
+		if len(p.Key) == 0 || p.Key[0] == prefixLog {
+			return fmt.Errorf("write of %q: not a bookkeeping key", p.Key)
+		}
+		if err := b.Set(p.Key, p.Value, nil); err != nil {
+			return err
+		}
+	}
+	s.fence.RLock()
+	defer s.fence.RUnlock()
+	return b.Commit(pebble.NoSync)
+}
+
 // durableView pins a snapshot holding every write whose fsync has returned
 // and none whose fsync has not. The caller must Close it.
 func (s *Store) durableView() *pebble.Snapshot {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"demosvc/eventlog"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // stepClock advances one second per reading, so every commit has its own
@@ -435,9 +437,14 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunk, _, _ := store.Get(snapChunkKey(0))
+		mb, _, _ := store.Get(snapMetaKey)
+		var meta snapMeta
+		if err := msgpack.Unmarshal(mb, &meta); err != nil {
+			t.Fatal(err)
+		}
+		chunk, _, _ := store.Get(snapChunkKey(meta.Slot, 0))
 		chunk[len(chunk)/2] ^= 1
-		if err := store.WriteSync([]eventlog.Put{{Key: snapChunkKey(0), Value: chunk}}, nil, nil); err != nil {
+		if err := store.WriteSync([]eventlog.Put{{Key: snapChunkKey(meta.Slot, 0), Value: chunk}}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		store.Close()
@@ -472,4 +479,43 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 func isCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
+}
+
+// A snapshot is written into the slot the stored one does not use: a save
+// that stops before its metadata (a crash) leaves the stored one whole.
+func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
+	dir := t.TempDir()
+	e := openEnv(t, dir, DefaultOptions)
+	pr := e.account("acme")
+	e.agent(pr, "kept")
+	seq, err := e.p.SaveSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _, _ := e.store.Get(snapMetaKey)
+	var meta snapMeta
+	if err := msgpack.Unmarshal(mb, &meta); err != nil {
+		t.Fatal(err)
+	}
+	// What a save killed half-way leaves: chunks in the other slot, and
+	// the metadata still naming the stored snapshot.
+	if err := e.store.WriteUnsynced([]eventlog.Put{{Key: snapChunkKey(1-meta.Slot, 0), Value: []byte("half a snapshot")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e = openEnv(t, dir, DefaultOptions)
+	if info := e.p.LoadInfo(); info.SnapshotSeq != seq || info.Ignored != "" {
+		t.Errorf("load info %+v, want the stored snapshot at seq %d", info, seq)
+	}
+	// The next save goes to the other slot, and the one after back again.
+	for range 2 {
+		if _, err := e.p.SaveSnapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.close()
+	e = openEnv(t, dir, DefaultOptions)
+	if info := e.p.LoadInfo(); info.SnapshotSeq == 0 || info.Ignored != "" {
+		t.Errorf("after two more saves, load info %+v, want a snapshot", info)
+	}
 }

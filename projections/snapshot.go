@@ -1,19 +1,21 @@
 package projections
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/time/rate"
 
 	"demosvc/eventlog"
 )
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 5
+const snapshotVersion = 6
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 4 << 20
@@ -24,16 +26,25 @@ var (
 )
 
 type snapMeta struct {
+	Slot    uint8    `msgpack:"sl"` // which of the two chunk slots holds it
 	Version int      `msgpack:"v"`
 	Seq     uint64   `msgpack:"s"`
 	Chunks  int      `msgpack:"n"`
 	Sum     [32]byte `msgpack:"h"`
 }
 
-func snapChunkKey(i int) []byte {
-	k := append([]byte(nil), snapChunkPrefix...)
+// snapChunkKey is the key of chunk i in slot 0 or 1. A snapshot is written
+// into the slot the stored one does not use, so the stored one stays whole
+// until the new one's metadata replaces it.
+func snapChunkKey(slot uint8, i int) []byte {
+	k := append(append([]byte(nil), snapChunkPrefix...), slot)
 	return binary.BigEndian.AppendUint32(k, uint32(i))
 }
+
+// snapshotWriteRate paces the chunks of a snapshot (bytes per second):
+// they reach the disk beside the log's commits, whose fsyncs the state's
+// readers wait for, so a large snapshot must not flood the WAL at once.
+const snapshotWriteRate = 32 << 20
 
 // encodeSnapshot writes the whole state at once. The caller holds the
 // state at least read-locked. SaveSnapshot encodes in steps instead (see
@@ -338,11 +349,24 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data)}
-	var puts []eventlog.Put
+	store := p.log.Store()
+	var stored snapMeta
+	if mb, ok, err := store.Get(snapMetaKey); err == nil && ok {
+		_ = msgpack.Unmarshal(mb, &stored) // a damaged one is replaced all the same
+	}
+	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data), Slot: 1 - stored.Slot%2}
+	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
+	// The chunks go in unsynced, paced writes: nothing reads them until the
+	// metadata below names them, and its synced write makes every earlier
+	// write to the WAL durable with it.
 	for off := 0; off < len(data) || off == 0; off += snapshotChunk {
 		end := min(off+snapshotChunk, len(data))
-		puts = append(puts, eventlog.Put{Key: snapChunkKey(meta.Chunks), Value: data[off:end]})
+		if err := pace.WaitN(context.Background(), end-off); err != nil {
+			return 0, err
+		}
+		if err := store.WriteUnsynced([]eventlog.Put{{Key: snapChunkKey(meta.Slot, meta.Chunks), Value: data[off:end]}}); err != nil {
+			return 0, err
+		}
 		meta.Chunks++
 		if end == len(data) {
 			break
@@ -352,8 +376,8 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	puts = append(puts, eventlog.Put{Key: snapMetaKey, Value: mb})
-	if err := p.log.Store().WriteSync(puts, snapChunkKey(meta.Chunks), snapChunkKey(1<<31)); err != nil {
+	if err := store.WriteSync([]eventlog.Put{{Key: snapMetaKey, Value: mb}},
+		snapChunkKey(meta.Slot, meta.Chunks), snapChunkKey(meta.Slot, 1<<31)); err != nil {
 		return 0, err
 	}
 	return seq, nil
@@ -375,7 +399,7 @@ func loadSnapshot(store *eventlog.Store) (s *State, why string) {
 	}
 	var data []byte
 	for i := 0; i < meta.Chunks; i++ {
-		c, ok, err := store.Get(snapChunkKey(i))
+		c, ok, err := store.Get(snapChunkKey(meta.Slot, i))
 		if err != nil || !ok {
 			return nil, fmt.Sprintf("snapshot chunk %d is missing", i)
 		}
