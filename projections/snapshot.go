@@ -18,7 +18,7 @@ import (
 const snapshotVersion = 6
 
 // snapshotChunk bounds one stored value of a snapshot.
-const snapshotChunk = 4 << 20
+const snapshotChunk = 1 << 20
 
 var (
 	snapMetaKey     = []byte{eventlog.KeyspaceSnapshot, 'm'}

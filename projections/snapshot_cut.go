@@ -36,9 +36,10 @@ package projections
 // proportional to the state.
 
 // snapshotStep is how many objects the encoder writes per read lock: a
-// few thousand sessions take a few milliseconds, the longest a writer
-// (and the readers queued behind it) waits for a snapshot.
-const snapshotStep = 4096
+// few hundred sessions take a fraction of a millisecond, the longest a
+// writer (and the readers queued behind it) waits for a snapshot. At 4,096
+// the read p99 during encoding was 17x the p99 without; at 256, 1.6–3x.
+const snapshotStep = 256
 
 // snapCut is the state at seq, as a snapshot in progress sees it.
 type snapCut struct {
