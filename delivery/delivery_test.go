@@ -293,18 +293,7 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 		t.Fatalf("%d deliveries built while the receiver fails, want the first only", n)
 	}
 	healthy.Store(true)
-	waitAdvancing(t, clock, time.Second, "all 21 delivered", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		if len(ds) != 21 {
-			return false
-		}
-		for _, d := range ds {
-			if d.Status != StatusSucceeded {
-				return false
-			}
-		}
-		return true
-	})
+	waitAdvancing(t, clock, time.Second, "all 21 delivered", deliveriesAre(t, w, wh.ID, 21, succeeded))
 }
 
 func TestADeadReceiverNeverSlowsAHealthyWebhook(t *testing.T) {
@@ -360,19 +349,27 @@ func TestAttemptLogPages(t *testing.T) {
 	}
 }
 
-// pendingAfterOneAttempt reports whether the webhook has exactly n
-// deliveries, each pending after one attempt.
-func pendingAfterOneAttempt(t *testing.T, w *world, wh string, n int) func() bool {
+// deliveriesAre reports whether the webhook has exactly n deliveries, each
+// as want says.
+func deliveriesAre(t *testing.T, w *world, wh string, n int, want func(Delivery) bool) func() bool {
 	return func() bool {
 		ds := deliveriesOf(t, w, wh)
 		if len(ds) != n {
 			return false
 		}
 		for _, d := range ds {
-			if d.Attempts != 1 || d.Status != StatusPending {
+			if !want(d) {
 				return false
 			}
 		}
 		return true
 	}
+}
+
+func succeeded(d Delivery) bool { return d.Status == StatusSucceeded }
+
+// pendingAfterOneAttempt reports whether the webhook has exactly n
+// deliveries, each pending after one attempt.
+func pendingAfterOneAttempt(t *testing.T, w *world, wh string, n int) func() bool {
+	return deliveriesAre(t, w, wh, n, func(d Delivery) bool { return d.Attempts == 1 && d.Status == StatusPending })
 }

@@ -91,18 +91,7 @@ func TestALoopStoppedByAStoreFaultRestartsAndDeliversEverything(t *testing.T) {
 	// the 50 pending deliveries and takes the new event.
 	failing.Store(false)
 	w.startSession(agent, "after@example.com")
-	waitAdvancing(t, clock, time.Second, "51 deliveries succeeded", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		if len(ds) != 51 {
-			return false
-		}
-		for _, d := range ds {
-			if d.Status != StatusSucceeded {
-				return false
-			}
-		}
-		return true
-	})
+	waitAdvancing(t, clock, time.Second, "51 deliveries succeeded", deliveriesAre(t, w, wh.ID, 51, succeeded))
 	seen := map[string]bool{}
 	for _, r := range rv.all()[50:] {
 		seen[r.header.Get("X-Service-Event-Id")] = true
