@@ -122,12 +122,6 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
 
-	// The chain is checked in the background from seq 1: damage that a
-	// start from a snapshot never reads is still found.
-	verifyCtx, stopVerify := context.WithCancel(context.Background())
-	defer stopVerify()
-	go health.Verify(verifyCtx, logger)
-
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
 	if err != nil {
 		apiSrv.Close()
@@ -137,6 +131,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	info := state.LoadInfo()
 	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
 		"took", info.Took, "snapshot_ignored", info.Ignored)
+	// The chain is checked in the background from seq 1, once the rebuild
+	// no longer needs the CPU: damage that a start from a snapshot never
+	// reads is still found.
+	verifyCtx, stopVerify := context.WithCancel(context.Background())
+	defer stopVerify()
+	go health.Verify(verifyCtx, logger)
 	if ids := state.UnavailableSecrets(); len(ids) > 0 {
 		logger.Warn("webhooks whose signing secret does not open under this data dir's master key get no deliveries "+
 			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",
