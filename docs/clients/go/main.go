@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
@@ -76,10 +77,12 @@ func flow(ctx context.Context, base, key string) error {
 	// Three sessions, each with a new contact: one completed hot, one
 	// completed cold, one abandoned.
 	var sessions []string
-	for i, email := range []string{"pat@example.com", "sam@example.com", "alex@example.com"} {
+	run := rand.Text()[:10] // e-mails new to the account, so each captures a contact
+	for i, name := range []string{"pat", "sam", "alex"} {
+		email := name + "+" + run + "@example.com"
 		s, err := c.StartSessionWithResponse(ctx, nil, client.SessionCreate{
 			AgentId: agentID,
-			Contact: &client.ContactCreate{Name: "Prospect " + email, Email: client.Email(email)},
+			Contact: &client.ContactCreate{Name: "Prospect " + name, Email: client.Email(email)},
 		})
 		if err != nil {
 			return err
@@ -111,9 +114,9 @@ func flow(ctx context.Context, base, key string) error {
 		return fmt.Errorf("abandon session: %d %s", ab.StatusCode(), ab.Body)
 	}
 
-	// Page through the sessions one at a time by the Link header.
+	// Page through the agent's sessions one at a time by the Link header.
 	var listed []string
-	params := &client.ListSessionsParams{Limit: ptr(1)}
+	params := &client.ListSessionsParams{AgentId: &agentID, Limit: ptr(1)}
 	for page := 0; ; page++ {
 		if page > 10 {
 			return fmt.Errorf("list sessions: more pages than sessions")
@@ -133,7 +136,7 @@ func flow(ctx context.Context, base, key string) error {
 		if next == "" {
 			break
 		}
-		params = &client.ListSessionsParams{Limit: ptr(1), StartingAfter: &next}
+		params = &client.ListSessionsParams{AgentId: &agentID, Limit: ptr(1), StartingAfter: &next}
 	}
 	slices.Reverse(sessions) // most recent first
 	if !slices.Equal(listed, sessions) {
