@@ -1,0 +1,75 @@
+// Package receivers holds the webhook receivers the README shows, one per
+// language; receivers_test.go in the repository's root runs each against
+// real deliveries of a real server.
+package receivers
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Event is the body of every delivery.
+type Event struct {
+	Event     string          `json:"event"`
+	Timestamp string          `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Handler verifies each delivery against secret, the whsec_… string shown at
+// registration, and calls process once per event id: a delivery sent again
+// (a retry after a lost answer) is acknowledged without calling it.
+func Handler(secret string, process func(eventID string, e Event) error) (http.Handler, error) {
+	std, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	done := map[string]bool{} // in production: a unique key in your database
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20)) // the raw bytes, before any parsing
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
+		// X-Service-Signature: "sha256=" + hex HMAC-SHA256 of the raw body,
+		// keyed with the whole secret string; compared in constant time.
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if !hmac.Equal([]byte(r.Header.Get("X-Service-Signature")), []byte(want)) {
+			http.Error(w, "bad X-Service-Signature", http.StatusUnauthorized)
+			return
+		}
+		// Standard Webhooks: webhook-signature over webhook-id, a
+		// webhook-timestamp within 5 minutes (against replays) and the body.
+		if err := std.Verify(body, r.Header); err != nil {
+			http.Error(w, "bad webhook-signature", http.StatusUnauthorized)
+			return
+		}
+		id := r.Header.Get("webhook-id") // the event id, covered by the signature
+		mu.Lock()                        // one delivery at a time: two tries of one event never race
+		defer mu.Unlock()
+		if done[id] {
+			w.WriteHeader(http.StatusOK) // a duplicate: already processed
+			return
+		}
+		var e Event
+		if err := json.Unmarshal(body, &e); err != nil {
+			http.Error(w, "not an event", http.StatusBadRequest)
+			return
+		}
+		if err := process(id, e); err != nil {
+			http.Error(w, "try again later", http.StatusServiceUnavailable) // the service retries
+			return
+		}
+		done[id] = true
+		w.WriteHeader(http.StatusOK)
+	}), nil
+}
