@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -90,6 +91,9 @@ func TestServeAnswersHTTPSAndReloadsTheCertificateOnSIGHUP(t *testing.T) {
 			t.Fatal("serve never wrote serve.json")
 		}
 	}
+	// served makes one connection, checks that the certificate it got is valid for the
+	// address it was dialled at, and asks /healthz over that same connection, so a reload
+	// between two connections cannot mix up two certificates.
 	served := func() (*x509.Certificate, int) {
 		t.Helper()
 		conn, err := tls.Dial("tcp", info.Listen, &tls.Config{InsecureSkipVerify: true})
@@ -97,15 +101,22 @@ func TestServeAnswersHTTPSAndReloadsTheCertificateOnSIGHUP(t *testing.T) {
 			t.Fatalf("TLS handshake: %v", err)
 		}
 		defer conn.Close()
+		cert := conn.ConnectionState().PeerCertificates[0]
 		pool := x509.NewCertPool()
-		pool.AddCert(conn.ConnectionState().PeerCertificates[0])
-		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		resp, err := client.Get("https://" + info.Listen + "/healthz")
+		pool.AddCert(cert)
+		host, _, _ := net.SplitHostPort(info.Listen)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: host}); err != nil {
+			t.Fatalf("served certificate does not verify for %s: %v", host, err)
+		}
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: "+info.Listen+"\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatalf("GET /healthz over HTTPS: %v", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("GET /healthz over HTTPS: %v", err)
 		}
 		resp.Body.Close()
-		return conn.ConnectionState().PeerCertificates[0], resp.StatusCode
+		return cert, resp.StatusCode
 	}
 	if cert, code := served(); cert.SerialNumber.Cmp(first.SerialNumber) != 0 || code != 200 {
 		t.Fatalf("served serial %v (status %d), want %v and 200", cert.SerialNumber, code, first.SerialNumber)
