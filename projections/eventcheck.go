@@ -158,11 +158,6 @@ func (p *WebhookDeleted) Validate() error {
 	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 
-// Validate checks a webhook.disabled payload.
-func (p *WebhookDisabled) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
-}
-
 func firstError(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

@@ -145,7 +145,7 @@ func (g *opGen) step() {
 		run = func() error { return g.e.p.DeleteWebhook(ctx, pr, id) }
 	case 12:
 		id := g.pick(g.webhooks, pr)
-		run = func() error { return g.e.p.DisableWebhook(ctx, id, "410 Gone") }
+		run = func() error { return g.e.p.DisableWebhook(ctx, id, DisabledGone, "410 Gone") }
 	case 13:
 		run = func() error {
 			k, err := g.e.p.CreateKey(ctx, "cli", pr.Account.ID)
