@@ -166,6 +166,9 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	var requests []*projections.WebhookRedeliveryRequested
 	now := l.dp.clock.Now()
 	t := l.target()
+	if cur, ok := l.current(); ok {
+		t = cur
+	}
 	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
 		if rec.Account != l.t.Account {
 			return nil
@@ -250,8 +253,8 @@ var errWebhookGone = errors.New("webhook deleted or disabled")
 // attempt sends one delivery once and reports the outcome to the loop.
 func (l *loop) attempt(d Delivery) {
 	r := result{id: d.ID, err: errWebhookGone}
-	if l.dp.state.WebhookExists(l.t.ID) {
-		r = l.dp.send.send(l.ctx, *l.target(), d)
+	if t, ok := l.current(); ok {
+		r = l.dp.send.send(l.ctx, *t, d)
 	}
 	select {
 	case l.results <- r:

@@ -26,6 +26,24 @@ func (l *loop) update(t projections.Target) {
 	}
 }
 
+// current is the target as the state has it now: a rotation or PATCH
+// acknowledged before an attempt starts is in force for it, whether or
+// not the dispatcher has handed it over yet. It reports false when the
+// webhook was deleted or disabled.
+func (l *loop) current() (*projections.Target, bool) {
+	v, ok := l.dp.state.WebhookVersion(l.t.ID)
+	if !ok {
+		return nil, false
+	}
+	if t := l.target(); t.Version == v {
+		return t, true
+	}
+	if t, found := l.dp.state.WebhookTarget(l.t.ID); found && !t.Disabled {
+		l.update(t)
+	}
+	return l.target(), true
+}
+
 // newDelivery builds the delivery of rec to t, if t is sent it: a
 // subscribed event, or a test event of t (whose delivery id and times the
 // request fixed, so that its answer shows the delivery made here).

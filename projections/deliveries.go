@@ -189,35 +189,56 @@ func (p *Projections) WebhookTargets() ([]Target, []error) {
 	p.View(func(s *State) {
 		for _, acc := range s.accountOrder {
 			for _, w := range s.tenants[acc.ID].webhooks {
-				if w.disabled {
-					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
-					continue
-				}
-				secret, err := p.opts.Sealer.Open(w.secret)
+				t, err := p.target(w)
 				if err != nil {
 					// Keep its delivery state; send it nothing.
-					errs = append(errs, fmt.Errorf("webhook %s: %w", w.id, err))
-					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
-					continue
-				}
-				ev := map[string]bool{}
-				for _, e := range w.events {
-					ev[e] = true
-				}
-				t := Target{ID: w.id, Account: acc.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq,
-					RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
-				if w.prevUntil > 0 {
-					// A previous secret that does not open only loses the
-					// overlap: the current one signs.
-					if prev, err := p.opts.Sealer.Open(w.prevSecret); err == nil {
-						t.PreviousSecret, t.PreviousUntil = string(prev), time.Unix(w.prevUntil, 0)
-					}
+					errs = append(errs, err)
 				}
 				out = append(out, t)
 			}
 		}
 	})
 	return out, errs
+}
+
+// target is w as the delivery side needs it; a webhook whose secret does
+// not open is a disabled target, with the error.
+func (p *Projections) target(w *webhook) (Target, error) {
+	if w.disabled {
+		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, nil
+	}
+	secret, err := p.opts.Sealer.Open(w.secret)
+	if err != nil {
+		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, fmt.Errorf("webhook %s: %w", w.id, err)
+	}
+	ev := map[string]bool{}
+	for _, e := range w.events {
+		ev[e] = true
+	}
+	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq,
+		RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
+	if w.prevUntil > 0 {
+		// A previous secret that does not open only loses the overlap:
+		// the current one signs.
+		if prev, err := p.opts.Sealer.Open(w.prevSecret); err == nil {
+			t.PreviousSecret, t.PreviousUntil = string(prev), time.Unix(w.prevUntil, 0)
+		}
+	}
+	return t, nil
+}
+
+// WebhookVersion returns the version of webhook id (see Target.Version),
+// and whether it is registered and enabled: a cheap check before each
+// attempt of whether the target in hand is still the webhook's.
+func (p *Projections) WebhookVersion(id string) (uint64, bool) {
+	var v uint64
+	var ok bool
+	p.View(func(s *State) {
+		if w := s.webhooks[id]; w != nil {
+			v, ok = w.version, !w.disabled
+		}
+	})
+	return v, ok
 }
 
 // WebhookExists reports whether a webhook is still registered and enabled:
@@ -296,13 +317,16 @@ func (p *Projections) TestRequest(rec *eventlog.Record) (*WebhookTestRequested, 
 }
 
 // WebhookTarget returns webhook id as the delivery side needs it, or ok
-// false if it is not registered.
+// false if it is not registered or its secret does not open.
 func (p *Projections) WebhookTarget(id string) (Target, bool) {
-	ts, _ := p.WebhookTargets()
-	for _, t := range ts {
-		if t.ID == id {
-			return t, true
+	var t Target
+	var err error
+	found := false
+	p.View(func(s *State) {
+		if w := s.webhooks[id]; w != nil {
+			t, err = p.target(w)
+			found = true
 		}
-	}
-	return Target{}, false
+	})
+	return t, found && err == nil
 }
