@@ -35,6 +35,11 @@ func (s *State) Checker(reg *eventlog.Registry, allowPrivate bool) func(rec *eve
 				return fmt.Errorf("%s: %w", rec.Type, err)
 			}
 		}
+		if w, ok := payload.(*WebhookUpdated); ok && w.URL != nil {
+			if err := checkWebhookURL(*w.URL, allowPrivate); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
 		return s.apply(rec, payload)
 	}
 }
