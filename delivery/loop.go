@@ -31,10 +31,11 @@ type loop struct {
 	ready     []string             // pending and due now, oldest first
 	later     retryHeap            // pending and due later
 
-	cur       atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
-	failing   int64                              // unix ms since every attempt failed; 0: not failing
-	throttle  throttle                           // rate_limit_per_second
-	nextPrune time.Time                          // the next retention step (retention.go)
+	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
+	failing        int64                              // unix ms since every attempt failed; 0: not failing
+	failingVersion uint64                             // the target version failing was counted for
+	throttle       throttle                           // rate_limit_per_second
+	nextPrune      time.Time                          // the next retention step (retention.go)
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
@@ -144,7 +145,8 @@ func (l *loop) loadState() (uint64, error) {
 	}
 	// Enabled with skip_backlog: what came while disabled is not sent.
 	cursor = max(cursor, l.t.SkipTo)
-	if l.failing, err = l.dp.store.failingSince(l.t.ID); err != nil {
+	l.failingVersion = l.t.Version
+	if l.failing, err = l.dp.store.failingSince(l.t.ID, l.t.Version); err != nil {
 		return 0, err
 	}
 	err = l.dp.store.eachPending(l.t.ID, func(d *Delivery) {
@@ -267,7 +269,8 @@ func (l *loop) record(results ...result) error {
 	var changed []*Delivery
 	var ended []string
 	var attempts []eventlog.Put
-	failing := l.failing
+	version := l.target().Version
+	failing := l.failingFor(version)
 	for _, r := range results {
 		d := l.apply(r)
 		if d == nil {
@@ -286,11 +289,11 @@ func (l *loop) record(results ...result) error {
 	if len(changed) == 0 || l.ctx.Err() != nil {
 		return nil
 	}
-	attempts = append(attempts, failingPut(l.t.ID, failing))
+	attempts = append(attempts, failingPut(l.t.ID, failing, version))
 	if err := l.dp.store.putWith(l.t.ID, changed, attempts); err != nil {
 		return err
 	}
-	l.failing = failing
+	l.failing, l.failingVersion = failing, version
 	for _, id := range ended {
 		delete(l.pending, id)
 	}
@@ -340,13 +343,13 @@ func (l *loop) disable(reason, detail string) error {
 		d.LastError = "not sent: the webhook was disabled (" + reason + ")"
 		failed = append(failed, d)
 	}
-	if len(failed) > 0 {
-		if err := l.dp.store.put(l.t.ID, failed...); err != nil {
-			return err
-		}
-		for _, d := range failed {
-			delete(l.pending, d.ID)
-		}
+	// The failing mark goes with them: enabled again, the webhook
+	// starts a new count.
+	if err := l.dp.store.putWith(l.t.ID, failed, []eventlog.Put{failingPut(l.t.ID, 0, 0)}); err != nil {
+		return err
+	}
+	for _, d := range failed {
+		delete(l.pending, d.ID)
 	}
 	if err := l.dp.state.DisableWebhook(context.Background(), l.t.ID, reason, detail); err != nil {
 		return fmt.Errorf("disabling the webhook (%s): %w", reason, err)

@@ -130,6 +130,15 @@ func (l *loop) redeliver(reqs []*projections.WebhookRedeliveryRequested, t *proj
 	return out, nil
 }
 
+// failingFor returns the failing mark, void if the webhook changed since
+// it was set.
+func (l *loop) failingFor(version uint64) int64 {
+	if version != l.failingVersion {
+		return 0
+	}
+	return l.failing
+}
+
 // keepAttempt numbers the attempt r of d, moves the failing mark, and
 // returns the put that stores the attempt's detail.
 func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) (eventlog.Put, error) {
@@ -151,17 +160,20 @@ func (l *loop) failedTooLong() bool {
 }
 
 // Key: 'd' + webhook id + 0x00 + 'f' -> unix ms since every attempt has
-// failed (8 bytes, big-endian; 0: the last attempt succeeded).
+// failed (0: the last attempt succeeded), then the webhook's version when
+// it was set (8 bytes each, big-endian). A mark of another version is
+// void: enabling, PATCHing or rotating starts the count again.
 func failingKey(wh string) []byte { return append(webhookPrefix(wh), 'f') }
 
-func failingPut(wh string, since int64) eventlog.Put {
-	return eventlog.Put{Key: failingKey(wh), Value: binary.BigEndian.AppendUint64(nil, uint64(since))}
+func failingPut(wh string, since int64, version uint64) eventlog.Put {
+	v := binary.BigEndian.AppendUint64(nil, uint64(since))
+	return eventlog.Put{Key: failingKey(wh), Value: binary.BigEndian.AppendUint64(v, version)}
 }
 
-// failingSince returns the webhook's failing mark, 0 if none.
-func (s deliveryStore) failingSince(wh string) (int64, error) {
+// failingSince returns the webhook's failing mark for version, 0 if none.
+func (s deliveryStore) failingSince(wh string, version uint64) (int64, error) {
 	v, ok, err := s.db.Get(failingKey(wh))
-	if err != nil || !ok || len(v) != 8 {
+	if err != nil || !ok || len(v) != 16 || binary.BigEndian.Uint64(v[8:]) != version {
 		return 0, err
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
