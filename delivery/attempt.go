@@ -63,7 +63,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r 
 		r.err = err
 		return r
 	}
-	r.detail.RequestHeaders = flatten(req.Header)
+	r.detail.RequestHeaders = varying(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		r.err = err

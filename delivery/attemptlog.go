@@ -82,6 +82,36 @@ func flatten(h http.Header) map[string]string {
 	return out
 }
 
+// derived are the request headers setHeaders writes from the delivery and
+// the configuration alone: not stored with each attempt (they are most of
+// its bytes), but put back when it is shown (withDerived).
+var derived = []string{"Content-Type", "User-Agent", "X-Service-Event-Id", "X-Service-Webhook-Id", "Webhook-Id"}
+
+// varying is h without the derived headers: what differs from one attempt
+// to the next (signatures, timestamp, attempt number).
+func varying(h http.Header) map[string]string {
+	out := flatten(h)
+	for _, k := range derived {
+		delete(out, k)
+	}
+	return out
+}
+
+// withDerived puts back the derived request headers of an attempt of d,
+// as setHeaders sent them.
+func (a *Attempt) withDerived(d *Delivery, userAgent string) {
+	h := make(map[string]string, len(a.RequestHeaders)+len(derived))
+	for k, v := range a.RequestHeaders {
+		h[k] = v
+	}
+	h["Content-Type"], h["User-Agent"] = "application/json", userAgent
+	h["X-Service-Event-Id"], h["X-Service-Webhook-Id"] = d.EventID, d.WebhookID
+	if _, standard := h["Webhook-Signature"]; standard {
+		h["Webhook-Id"] = d.EventID
+	}
+	a.RequestHeaders = h
+}
+
 // limitedBuffer keeps the first n bytes written to it and takes the rest
 // without keeping it.
 type limitedBuffer struct {

@@ -82,11 +82,11 @@ func (l *loop) run() error {
 		if cursor < l.dp.log.DurableSeq() && !paused {
 			wait = 0
 		}
-		if next, err := l.prune(); err != nil {
+		next, err := l.prune()
+		if err != nil {
 			return err
-		} else {
-			wait = min(wait, next)
 		}
+		wait = min(wait, next)
 		timer.Reset(wait)
 		select {
 		case <-changed:

@@ -234,6 +234,9 @@ func (dp *Dispatcher) Detail(wh, id string) (DeliveryDetail, error) {
 	if log == nil {
 		log = []Attempt{}
 	}
+	for i := range log {
+		log[i].withDerived(&d, dp.cfg.UserAgent)
+	}
 	return DeliveryDetail{Delivery: d, Log: log}, nil
 }
 

@@ -368,7 +368,12 @@ func countStatus(t *testing.T, w *world, wh, status string) int {
 func TestTestEventAndAttemptDetail(t *testing.T) {
 	w := openWorld(t, "")
 	big := strings.Repeat("x", 10_000)
+	var mu sync.Mutex
+	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r.Header.Clone()
+		mu.Unlock()
 		rw.Header().Set("X-Receiver", "yes")
 		rw.WriteHeader(http.StatusAccepted)
 		io.WriteString(rw, big)
@@ -410,9 +415,21 @@ func TestTestEventAndAttemptDetail(t *testing.T) {
 	a := d.Log[0]
 	if a.N != 1 || a.StatusCode != 202 || a.Error != "" || a.ResponseHeaders["X-Receiver"] != "yes" ||
 		len(a.ResponseBody) != maxKeptBody || a.RequestHeaders["X-Service-Signature"] != Signature(wh.Secret, d.Body) ||
-		!strings.HasPrefix(a.RequestHeaders["Webhook-Signature"], "v1,") {
+		!strings.HasPrefix(a.RequestHeaders["Webhook-Signature"], "v1,") || a.RequestHeaders["Webhook-Id"] != d.EventID ||
+		a.RequestHeaders["X-Service-Event-Id"] != d.EventID || a.RequestHeaders["User-Agent"] != "demosvc/test" ||
+		a.RequestHeaders["Content-Type"] != "application/json" || a.RequestHeaders["X-Service-Webhook-Id"] != wh.ID ||
+		a.RequestHeaders["X-Service-Delivery-Attempt"] != "1" || a.RequestHeaders["Webhook-Timestamp"] == "" {
 		t.Errorf("attempt %+v", a)
 	}
+	// The detail shows every header the receiver got, as it got it,
+	// besides those Go's transport adds.
+	mu.Lock()
+	for k := range got {
+		if k != "Accept-Encoding" && k != "Content-Length" && a.RequestHeaders[k] != got.Get(k) {
+			t.Errorf("request header %s: detail shows %q, the receiver got %q", k, a.RequestHeaders[k], got.Get(k))
+		}
+	}
+	mu.Unlock()
 	b, _ := json.Marshal(d)
 	for _, want := range []string{`"attempt_log":[{"attempt":1,"started_at":"`, `"status_code":202,"error":null,"request_headers":{`, `"response_headers":{`} {
 		if !strings.Contains(string(b), want) {
