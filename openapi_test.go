@@ -224,6 +224,10 @@ func TestOpenAPISpecIsValid(t *testing.T) {
 		{"GET", "/v1/contacts"}, {"GET", "/v1/contacts/{contactId}"},
 		{"POST", "/v1/webhooks"}, {"GET", "/v1/webhooks"}, {"GET", "/v1/webhooks/{webhookId}"}, {"DELETE", "/v1/webhooks/{webhookId}"},
 		{"GET", "/v1/webhooks/{webhookId}/deliveries"}, {"POST", "/v1/webhooks/{webhookId}/deliveries/{deliveryId}/retry"},
+		// Webhook operations (issue 12).
+		{"PATCH", "/v1/webhooks/{webhookId}"}, {"POST", "/v1/webhooks/{webhookId}/rotate-secret"},
+		{"POST", "/v1/webhooks/{webhookId}/test"}, {"POST", "/v1/webhooks/{webhookId}/recover"},
+		{"POST", "/v1/webhooks/{webhookId}/replay"}, {"GET", "/v1/webhooks/{webhookId}/deliveries/{deliveryId}"},
 	} {
 		item := doc.Paths.Value(op.path)
 		if item == nil || item.GetOperation(op.method) == nil {
@@ -235,8 +239,8 @@ func TestOpenAPISpecIsValid(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 23 {
-		t.Errorf("%d operations described, want the server's 23", ops)
+	if ops != 29 {
+		t.Errorf("%d operations described, want the server's 29", ops)
 	}
 	// As many error codes as projections/errors.go and http/errors.go have.
 	codes := doc.Components.Schemas["ErrorCode"].Value.Enum

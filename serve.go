@@ -152,6 +152,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		AllowPrivate: cfg.Delivery.AllowPrivateNetworks, StandardWebhooks: cfg.Delivery.StandardWebhooks,
 		UserAgent: "demosvc/" + version, Clock: delivery.SystemClock{},
 		PerWebhookMetrics: cfg.Metrics.PerWebhook,
+		DisableAfter:      cfg.Delivery.DisableAfter, Retention: cfg.Delivery.Retention,
 	}, logger)
 	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
 	deliveriesDone := make(chan struct{})

@@ -58,6 +58,8 @@ type Config struct {
 		Concurrency          int           // delivery.concurrency
 		AllowPrivateNetworks bool          // delivery.allow_private_networks
 		StandardWebhooks     bool          // delivery.standard_webhooks
+		DisableAfter         time.Duration // delivery.disable_after
+		Retention            time.Duration // delivery.retention
 	}
 
 	// Metrics holds what /metrics may show.

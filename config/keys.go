@@ -76,6 +76,10 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Delivery.AllowPrivateNetworks }, nil},
 	{"delivery.standard_webhooks", "sign deliveries with Standard Webhooks headers",
 		func(c *Config) any { return &c.Delivery.StandardWebhooks }, nil},
+	{"delivery.disable_after", "disable a webhook (reason failing) whose every attempt failed for this long (0 = never)",
+		func(c *Config) any { return &c.Delivery.DisableAfter }, func(c *Config) error { return zeroOrAtLeast(c.Delivery.DisableAfter, time.Minute) }},
+	{"delivery.retention", "remove deliveries and their attempts this old from the attempt log (0 = keep them)",
+		func(c *Config) any { return &c.Delivery.Retention }, func(c *Config) error { return zeroOrAtLeast(c.Delivery.Retention, time.Minute) }},
 	{"metrics.per_webhook", "label delivery lag by webhook id in /metrics (names tenants' webhooks; off by default)",
 		func(c *Config) any { return &c.Metrics.PerWebhook }, nil},
 	{"webhooks.max_per_account", "webhook subscriptions allowed per account (1..1000)",
@@ -125,6 +129,8 @@ func Default() *Config {
 	c.Delivery.BackoffFactor = 4
 	c.Delivery.Concurrency = 16
 	c.Delivery.StandardWebhooks = true
+	c.Delivery.DisableAfter = 5 * 24 * time.Hour
+	c.Delivery.Retention = 30 * 24 * time.Hour
 	c.Webhooks.MaxPerAccount = 25
 	c.Bootstrap.Plan = "pro"
 	c.Snapshot.Every = 100000
@@ -225,6 +231,14 @@ func between(v, lo, hi int) error {
 			return fmt.Errorf("must be >= %d (got %d)", lo, v)
 		}
 		return fmt.Errorf("must be %d..%d (got %d)", lo, hi, v)
+	}
+	return nil
+}
+
+// zeroOrAtLeast accepts 0 (off) or a duration of at least least.
+func zeroOrAtLeast(v, least time.Duration) error {
+	if v != 0 && v < least {
+		return fmt.Errorf("must be 0 (off) or at least %v (got %v)", least, v)
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ type result struct {
 	status     int   // the receiver's answer; 0 when there was none
 	err        error // why there was no complete answer
 	retryAfter time.Duration
+	// detail is what the attempt detail shows of the exchange: times,
+	// headers both ways, the start of the answer's body.
+	detail Attempt
 }
 
 // maxResponseBody is what is read of a receiver's answer: enough to reuse
@@ -36,8 +39,18 @@ type sender struct {
 
 // send POSTs d to t once. ctx ends the attempt early (the webhook was
 // deleted); the exchange's own deadline is the network's, on real time.
-func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) result {
-	r := result{id: d.ID}
+func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r result) {
+	r = result{id: d.ID}
+	now := s.clock.Now()
+	began := time.Now() // the duration is the network's, on real time
+	r.detail.StartedAt = now.UnixMilli()
+	defer func() {
+		r.detail.DurationMS = time.Since(began).Milliseconds()
+		r.detail.StatusCode = r.status
+		if r.err != nil {
+			r.detail.Error = r.err.Error()
+		}
+	}()
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, t.URL, bytes.NewReader(d.Body))
@@ -45,17 +58,22 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) res
 		r.err = err
 		return r
 	}
-	if err := setHeaders(req.Header, t.Secret, &d, d.Attempts+1, s.clock.Now().Unix(), s.standardWebhooks, s.userAgent); err != nil {
+	current, previous := t.Signing(now)
+	if err := setHeaders(req.Header, current, previous, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent); err != nil {
 		r.err = err
 		return r
 	}
+	r.detail.RequestHeaders = varying(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBody))
+	r.detail.ResponseHeaders = flatten(resp.Header)
+	var head bytes.Buffer
+	_, err = io.Copy(io.MultiWriter(&limitedBuffer{b: &head, n: maxKeptBody}, io.Discard), io.LimitReader(resp.Body, maxResponseBody))
 	resp.Body.Close()
+	r.detail.ResponseBody = head.Bytes()
 	r.status = resp.StatusCode
 	if err != nil && actx.Err() != nil {
 		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, actx.Err())

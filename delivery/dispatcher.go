@@ -26,6 +26,12 @@ type Config struct {
 	// PerWebhookMetrics adds demosvc_delivery_lag_events{webhook_id}: a
 	// tenant's identifier in /metrics, off unless asked for.
 	PerWebhookMetrics bool
+	// DisableAfter disables a webhook (reason failing) whose every attempt
+	// failed for this long (delivery.disable_after); 0 never does.
+	DisableAfter time.Duration
+	// Retention removes deliveries and their attempts this old
+	// (delivery.retention); 0 keeps them.
+	Retention time.Duration
 }
 
 // Dispatcher runs one delivery loop per registered webhook, and answers
@@ -46,6 +52,7 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	loops map[string]*loop
+	idle  []string // disabled webhooks, which have no loop: retention.go
 	wg    sync.WaitGroup
 
 	secretErrs sync.Map // secret errors logged already
@@ -82,11 +89,19 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 // work, finishes and records the attempts in flight (each bounded by
 // delivery.timeout), and Run returns.
 func (dp *Dispatcher) Run(ctx context.Context) {
+	prune := dp.clock.NewTimer(pruneEvery)
+	defer prune.Stop()
 	for {
 		changed := dp.log.Changed()
 		dp.reconcile()
 		select {
 		case <-changed:
+		case <-prune.C():
+			dp.mu.Lock()
+			idle := append([]string(nil), dp.idle...)
+			dp.mu.Unlock()
+			dp.pruneIdle(idle)
+			prune.Reset(pruneEvery)
 		case <-ctx.Done():
 			dp.mu.Lock()
 			for _, l := range dp.loops {
@@ -114,16 +129,19 @@ func (dp *Dispatcher) reconcile() {
 	live := map[string]bool{}
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
+	dp.idle = dp.idle[:0]
 	for _, t := range targets {
 		live[t.ID] = true
 		if t.Disabled {
+			dp.idle = append(dp.idle, t.ID)
 			if l := dp.loops[t.ID]; l != nil {
 				l.cancel()
 				delete(dp.loops, t.ID)
 			}
 			continue
 		}
-		if dp.loops[t.ID] != nil {
+		if l := dp.loops[t.ID]; l != nil {
+			l.update(t)
 			continue
 		}
 		l := newLoop(dp, t)

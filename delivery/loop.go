@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -31,15 +30,23 @@ type loop struct {
 	busy      map[string]bool      // attempt in flight
 	ready     []string             // pending and due now, oldest first
 	later     retryHeap            // pending and due later
+
+	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
+	failing        int64                              // unix ms since every attempt failed; 0: not failing
+	failingVersion uint64                             // the target version failing was counted for
+	throttle       throttle                           // rate_limit_per_second
+	nextPrune      time.Time                          // the next retention step (retention.go)
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	// A loop's context ends only when its webhook is deleted: a shutdown
 	// lets attempts in flight finish and be recorded.
 	ctx, cancel := context.WithCancel(context.Background())
-	return &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
+	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
 		results: make(chan result, 64), retry: retryState{policy: dp.policy},
 		pending: map[string]*Delivery{}, busy: map[string]bool{}}
+	l.cur.Store(&t)
+	return l
 }
 
 // schedule queues a pending delivery for its next attempt.
@@ -75,6 +82,11 @@ func (l *loop) run() error {
 		if cursor < l.dp.log.DurableSeq() && !paused {
 			wait = 0
 		}
+		next, err := l.prune()
+		if err != nil {
+			return err
+		}
+		wait = min(wait, next)
 		timer.Reset(wait)
 		select {
 		case <-changed:
@@ -131,6 +143,12 @@ func (l *loop) loadState() (uint64, error) {
 	if !ok {
 		cursor = l.t.From
 	}
+	// Enabled with skip_backlog: what came while disabled is not sent.
+	cursor = max(cursor, l.t.SkipTo)
+	l.failingVersion = l.t.Version
+	if l.failing, err = l.dp.store.failingSince(l.t.ID, l.t.Version); err != nil {
+		return 0, err
+	}
 	err = l.dp.store.eachPending(l.t.ID, func(d *Delivery) {
 		l.pending[d.ID] = d
 		l.schedule(d)
@@ -147,27 +165,37 @@ const maxCollect = 512
 func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	to := min(head, cursor+maxCollect)
 	var fresh []*Delivery
+	var requests []*projections.WebhookRedeliveryRequested
 	now := l.dp.clock.Now()
+	t := l.target()
+	if cur, ok := l.current(); ok {
+		t = cur
+	}
 	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
 		if rec.Account != l.t.Account {
 			return nil
 		}
-		name, data, ok := l.dp.state.WebhookEvent(rec)
-		if !ok || !l.t.Events[name] {
+		if req, ok := l.dp.state.Redelivery(rec, l.t.ID); ok {
+			requests = append(requests, req) // carried out after this read
 			return nil
 		}
-		body, err := json.Marshal(envelope{Event: name, Timestamp: rec.Time.UTC().Truncate(time.Second).Format(time.RFC3339), Data: data})
-		if err != nil {
-			return err
+		d, ok, err := l.newDelivery(rec, t, now)
+		if ok {
+			fresh = append(fresh, d)
 		}
-		d := &Delivery{ID: l.dp.ids.New(PrefixDelivery), WebhookID: l.t.ID, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
-			Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
-			EventAt: rec.Time.UnixMilli()}
-		fresh = append(fresh, d)
-		return nil
+		return err
 	})
 	if err != nil {
 		return cursor, err
+	}
+	if len(requests) > 0 {
+		// Re-sent deliveries go in the same write as the cursor past
+		// their request: carried out once, even across a crash.
+		again, err := l.redeliver(requests, t, now)
+		if err != nil {
+			return cursor, err
+		}
+		fresh = append(fresh, again...)
 	}
 	if len(fresh) == 0 {
 		// Nothing to send: the cursor moves in memory only. After a crash
@@ -201,13 +229,19 @@ type envelope struct {
 func (l *loop) dispatch() time.Duration {
 	now := l.dp.clock.Now().UnixMilli()
 	l.ready = l.later.popDue(now, l.ready)
+	limit := l.target().RateLimit
 	for len(l.ready) > 0 && len(l.busy) < l.dp.cfg.Concurrency {
 		id := l.ready[0]
-		l.ready = l.ready[1:]
 		d := l.pending[id]
 		if d == nil || l.busy[id] {
+			l.ready = l.ready[1:]
 			continue
 		}
+		if wait := l.throttle.take(limit, time.UnixMilli(now)); wait > 0 {
+			// Over rate_limit_per_second: it waits, first in line.
+			return min(wait, l.later.untilNext(now))
+		}
+		l.ready = l.ready[1:]
 		l.busy[id] = true
 		go l.attempt(*d)
 	}
@@ -221,8 +255,8 @@ var errWebhookGone = errors.New("webhook deleted or disabled")
 // attempt sends one delivery once and reports the outcome to the loop.
 func (l *loop) attempt(d Delivery) {
 	r := result{id: d.ID, err: errWebhookGone}
-	if l.dp.state.WebhookExists(l.t.ID) {
-		r = l.dp.send.send(l.ctx, l.t, d)
+	if t, ok := l.current(); ok {
+		r = l.dp.send.send(l.ctx, *t, d)
 	}
 	select {
 	case l.results <- r:
@@ -234,6 +268,9 @@ func (l *loop) attempt(d Delivery) {
 func (l *loop) record(results ...result) error {
 	var changed []*Delivery
 	var ended []string
+	var attempts []eventlog.Put
+	version := l.target().Version
+	failing := l.failingFor(version)
 	for _, r := range results {
 		d := l.apply(r)
 		if d == nil {
@@ -243,18 +280,28 @@ func (l *loop) record(results ...result) error {
 		if d.Status != StatusPending {
 			ended = append(ended, d.ID)
 		}
+		put, err := l.keepAttempt(d, r, &failing)
+		if err != nil {
+			return err
+		}
+		attempts = append(attempts, put)
 	}
 	if len(changed) == 0 || l.ctx.Err() != nil {
 		return nil
 	}
-	if err := l.dp.store.put(l.t.ID, changed...); err != nil {
+	attempts = append(attempts, failingPut(l.t.ID, failing, version))
+	if err := l.dp.store.putWith(l.t.ID, changed, attempts); err != nil {
 		return err
 	}
+	l.failing, l.failingVersion = failing, version
 	for _, id := range ended {
 		delete(l.pending, id)
 	}
 	if l.retry.gone {
-		return l.disable()
+		return l.disable(projections.DisabledGone, "the receiver answered 410 Gone")
+	}
+	if l.failedTooLong() {
+		return l.disable(projections.DisabledFailing, fmt.Sprintf("every attempt failed for %s (delivery.disable_after)", l.dp.cfg.DisableAfter))
 	}
 	return nil
 }
@@ -281,11 +328,11 @@ func (l *loop) apply(r result) *Delivery {
 	return d
 }
 
-// disable ends a webhook whose receiver answered 410 Gone: its other
-// pending deliveries fail (stored first, so a crash cannot leave them
-// pending for ever), then the webhook.disabled event is recorded and the
-// loop stops.
-func (l *loop) disable() error {
+// disable ends delivery to a webhook whose receiver answered 410 Gone or
+// kept failing: its other pending deliveries fail (stored first, so a
+// crash cannot leave them pending for ever), then the webhook.disabled
+// event is recorded and the loop stops.
+func (l *loop) disable(reason, detail string) error {
 	var failed []*Delivery
 	now := l.dp.clock.Now().Unix()
 	for id, d := range l.pending {
@@ -293,19 +340,19 @@ func (l *loop) disable() error {
 			continue
 		}
 		d.Status, d.NextAttemptAt, d.UpdatedAt = StatusFailed, 0, now
-		d.LastError = "not sent: the webhook was disabled after 410 Gone"
+		d.LastError = "not sent: the webhook was disabled (" + reason + ")"
 		failed = append(failed, d)
 	}
-	if len(failed) > 0 {
-		if err := l.dp.store.put(l.t.ID, failed...); err != nil {
-			return err
-		}
-		for _, d := range failed {
-			delete(l.pending, d.ID)
-		}
+	// The failing mark goes with them: enabled again, the webhook
+	// starts a new count.
+	if err := l.dp.store.putWith(l.t.ID, failed, []eventlog.Put{failingPut(l.t.ID, 0, 0)}); err != nil {
+		return err
 	}
-	if err := l.dp.state.DisableWebhook(context.Background(), l.t.ID, "the receiver answered 410 Gone"); err != nil {
-		return fmt.Errorf("disabling the webhook after 410 Gone: %w", err)
+	for _, d := range failed {
+		delete(l.pending, d.ID)
+	}
+	if err := l.dp.state.DisableWebhook(context.Background(), l.t.ID, reason, detail); err != nil {
+		return fmt.Errorf("disabling the webhook (%s): %w", reason, err)
 	}
 	l.cancel()
 	return nil

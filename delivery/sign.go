@@ -36,11 +36,19 @@ func StandardSignature(secret, id string, timestamp int64, body []byte) (string,
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
 }
 
-// setHeaders sets every header of one attempt.
-func setHeaders(h http.Header, secret string, d *Delivery, attempt int, now int64, standard bool, userAgent string) error {
+// setHeaders sets every header of one attempt. During a rotation's
+// overlap (previous not "") X-Service-Signature is signed with the
+// previous secret, so a receiver that follows the seed keeps verifying
+// until it switches, and webhook-signature carries both signatures, the
+// new one first, as Standard Webhooks allows.
+func setHeaders(h http.Header, secret, previous string, d *Delivery, attempt int, now int64, standard bool, userAgent string) error {
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", userAgent)
-	h.Set("X-Service-Signature", Signature(secret, d.Body))
+	seedKey := secret
+	if previous != "" {
+		seedKey = previous
+	}
+	h.Set("X-Service-Signature", Signature(seedKey, d.Body))
 	h.Set("X-Service-Event-Id", d.EventID)
 	h.Set("X-Service-Webhook-Id", d.WebhookID)
 	h.Set("X-Service-Delivery-Attempt", strconv.Itoa(attempt))
@@ -48,6 +56,13 @@ func setHeaders(h http.Header, secret string, d *Delivery, attempt int, now int6
 		sig, err := StandardSignature(secret, d.EventID, now, d.Body)
 		if err != nil {
 			return err
+		}
+		if previous != "" {
+			old, err := StandardSignature(previous, d.EventID, now, d.Body)
+			if err != nil {
+				return err
+			}
+			sig += " " + old
 		}
 		h.Set("webhook-id", d.EventID)
 		h.Set("webhook-timestamp", strconv.FormatInt(now, 10))

@@ -33,6 +33,9 @@ type Delivery struct {
 	CreatedAt      int64  `msgpack:"ca"`
 	EventAt        int64  `msgpack:"t"` // the event's commit, unix ms
 	UpdatedAt      int64  `msgpack:"ua"`
+	// Serial counts the attempts ever made, which a retry does not reset:
+	// it numbers the attempt detail (attemptlog.go).
+	Serial int `msgpack:"as"`
 }
 
 // Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);

@@ -45,7 +45,7 @@ func TestEveryEventIsDeliveredSignedInTheSeedsShape(t *testing.T) {
 		"lead.hot":        `{"session_id":"` + s1.ID + `","agent_id":"` + agent + `","contact":{"name":"Pat Lee","email":"pat@example.com","company":"Globex"},"signals":{"interest":80,"objections":10,"buying_signals":95}}`,
 		"demo.completed":  `{"session_id":"` + s1.ID + `","agent_id":"` + agent + `","contact":{"name":"Pat Lee","email":"pat@example.com","company":"Globex"},"duration_seconds":1200,"intent_score":91,"meeting_booked":false,"replay_url":"https://replay.example.com/s1"}`,
 		"meeting.booked":  `{"session_id":"` + s1.ID + `","contact":{"name":"Pat Lee","email":"pat@example.com"},"meeting":{"scheduled_at":"2026-12-01T15:00:00Z","calendar_link":"https://cal.example.com/m1"}}`,
-		"demo.abandoned":  `{"session_id":"` + s2.ID + `","agent_id":"` + agent + `","contact":{"name":"Pat Lee","email":"pat@example.com","company":"Globex"},"duration_seconds":42,"intent_score":10,"meeting_booked":false,"replay_url":""}`,
+		"demo.abandoned":  `{"session_id":"` + s2.ID + `","agent_id":"` + agent + `","contact":{"name":"Pat Lee","email":"pat@example.com","company":"Globex"},"duration_seconds":42,"intent_score":10,"meeting_booked":false,"replay_url":null}`, // as the API shows it
 	}
 	var order []string
 	for _, r := range rv.all() {

@@ -102,7 +102,10 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // that retries the condition waits for come due without real time.
 func waitAdvancing(t testing.TB, clock *manualClock, step time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	// The deadline only bounds a failing test. Under -race on a shared
+	// 2-core machine, the 10,100-delivery backlog of the restart test
+	// takes 60-110 s, so it is generous.
+	deadline := time.Now().Add(180 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -145,11 +145,16 @@ func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r, listSpec{idPrefix: projections.PrefixContact})
+	q, ok := s.listQuery(w, r, listSpec{projections.PrefixContact, []string{"email"}})
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Contacts(principal(r).Account.ID, q.ListQuery)
+	email, filtered := q.Filters["email"]
+	if filtered && email == "" {
+		s.writeError(w, r, apiError(projections.EInvalid, "email", "email must not be empty; leave it out to list every contact"))
+		return
+	}
+	page, err := s.deps.State.Contacts(principal(r).Account.ID, q.ListQuery, email)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -263,8 +268,9 @@ func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.sealAnswers(idem) // the answer holds the secret
 	v, err := s.deps.State.RegisterWebhook(r.Context(), principal(r), in, idem)
-	s.respond(w, r, http.StatusCreated, v, err)
+	s.respondSealed(w, r, http.StatusCreated, v, err)
 }
 
 func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
@@ -294,8 +300,13 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.listQuery(w, r, listSpec{idPrefix: delivery.PrefixDelivery})
+	q, ok := s.listQuery(w, r, listSpec{delivery.PrefixDelivery, []string{"status", "event", "since", "until"}})
 	if !ok {
+		return
+	}
+	f, err := deliveryFilter(q)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	wh := param(r, "id")
@@ -307,7 +318,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
 		return
 	}
-	ds, more, err := s.deps.Deliveries.Deliveries(wh, q.Limit, q.StartingAfter)
+	ds, more, err := s.deps.Deliveries.DeliveriesWhere(wh, q.Limit, q.StartingAfter, f)
 	if errors.Is(err, delivery.ErrNoDelivery) {
 		s.writeError(w, r, apiError(projections.EInvalid, "starting_after", "no delivery %q of webhook %s", q.StartingAfter, wh))
 		return

@@ -112,6 +112,12 @@ func (s *Server) routes() http.Handler {
 	api(http.MethodDelete, "/v1/webhooks/:id", s.handleDeleteWebhook)
 	api(http.MethodGet, "/v1/webhooks/:id/deliveries", s.handleListDeliveries)
 	api(http.MethodPost, "/v1/webhooks/:id/deliveries/:delivery_id/retry", s.handleRetryDelivery)
+	api(http.MethodPatch, "/v1/webhooks/:id", s.handleUpdateWebhook)
+	api(http.MethodPost, "/v1/webhooks/:id/rotate-secret", s.handleRotateSecret)
+	api(http.MethodPost, "/v1/webhooks/:id/test", s.handleTestWebhook)
+	api(http.MethodPost, "/v1/webhooks/:id/recover", s.redeliver(projections.RedeliverRecover))
+	api(http.MethodPost, "/v1/webhooks/:id/replay", s.redeliver(projections.RedeliverReplay))
+	api(http.MethodGet, "/v1/webhooks/:id/deliveries/:delivery_id", s.handleGetDelivery)
 	return r
 }
 

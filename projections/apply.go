@@ -50,6 +50,16 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 		err = s.applyWebhookDeleted(rec, p)
 	case *WebhookDisabled:
 		err = s.applyWebhookDisabled(rec, p)
+	case *WebhookUpdated:
+		err = s.applyWebhookUpdated(rec, p)
+	case *WebhookEnabled:
+		err = s.applyWebhookEnabled(rec, p)
+	case *WebhookSecretRotated:
+		err = s.applyWebhookSecretRotated(rec, p)
+	case *WebhookTestRequested:
+		err = s.applyWebhookRequest(rec, p.WebhookID)
+	case *WebhookRedeliveryRequested:
+		err = s.applyWebhookRequest(rec, p.WebhookID)
 	case *UserCreated:
 		err = s.applyUserCreated(rec, p)
 	case *UserSetupIssued:
@@ -314,7 +324,7 @@ func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistere
 		return err
 	}
 	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
-		secret: p.Secret, createdAt: unix(rec.Time)}
+		secret: p.Secret, createdAt: unix(rec.Time), version: rec.Seq}
 	s.webhooks[w.id] = w
 	t.webhooks = append(t.webhooks, w)
 	return nil
@@ -331,14 +341,5 @@ func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) err
 	t := w.tenant
 	i := indexBySeq(t.webhooks, w.seq)
 	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
-	return nil
-}
-
-func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) error {
-	w, err := webhookKind.of(s, rec, p.WebhookID)
-	if err != nil {
-		return err
-	}
-	w.disabled = true // a cut in progress holds a copy
 	return nil
 }

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"time"
 
 	"demosvc/eventlog"
 )
@@ -31,7 +32,9 @@ type DemoData struct {
 	DurationSeconds int        `json:"duration_seconds"`
 	IntentScore     int        `json:"intent_score"`
 	MeetingBooked   bool       `json:"meeting_booked"`
-	ReplayURL       string     `json:"replay_url"`
+	// ReplayURL is always set in demo.completed; in demo.abandoned it is
+	// null when none was reported, as GET /v1/sessions/{id} shows it.
+	ReplayURL *string `json:"replay_url"`
 }
 
 // LeadHotData is the data of lead.hot.
@@ -60,6 +63,21 @@ type ContactCreatedData struct {
 	AgentID   string     `json:"agent_id"`
 }
 
+// WebhookStatusData is the data of webhook.disabled (Reason and Detail
+// set) and webhook.enabled (SkipBacklog): which webhook, and why.
+type WebhookStatusData struct {
+	WebhookID   string `json:"webhook_id"`
+	Reason      string `json:"reason,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+	SkipBacklog *bool  `json:"skip_backlog,omitempty"`
+}
+
+// WebhookTestData is the data of webhook.test.
+type WebhookTestData struct {
+	WebhookID string `json:"webhook_id"`
+	Message   string `json:"message"`
+}
+
 // WebhookEvent returns the webhook event a record is sent as, and its
 // data, or ok false for a record that is sent as none. Sessions, agents
 // and contacts never leave the state, so the entities a record names are
@@ -70,6 +88,8 @@ type ContactCreatedData struct {
 func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any, ok bool) {
 	switch rec.Type {
 	case TypeSessionCompleted, TypeSessionAbandoned, TypeLeadHot, TypeMeetingBooked, TypeContactCreated:
+	case TypeWebhookDisabled, TypeWebhookEnabled, TypeWebhookTestRequested:
+		return webhookOpEvent(p.log.Registry(), rec)
 	default:
 		return "", nil, false // sent as no webhook event: no decoding, no lock
 	}
@@ -88,18 +108,22 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 		demo := func(x *session) DemoData {
 			return DemoData{SessionID: FormatID(PrefixSession, x.id), AgentID: FormatID(PrefixAgent, x.agent.id), Contact: ref(x.contact),
 				DurationSeconds: int(x.duration), IntentScore: int(x.score), MeetingBooked: x.meeting != nil && x.meeting.seq < rec.Seq,
-				ReplayURL: x.replayURL}
+				ReplayURL: &x.replayURL}
 		}
 		switch pl := payload.(type) {
 		case *SessionCompleted:
 			if x := ses(pl.SessionID); x != nil {
 				d := demo(x)
-				d.DurationSeconds, d.IntentScore, d.ReplayURL = pl.DurationSeconds, pl.IntentScore, pl.ReplayURL
+				d.DurationSeconds, d.IntentScore, d.ReplayURL = pl.DurationSeconds, pl.IntentScore, &pl.ReplayURL
 				name, data, ok = "demo.completed", d, true
 			}
 		case *SessionAbandoned:
 			if x := ses(pl.SessionID); x != nil {
-				name, data, ok = "demo.abandoned", demo(x), true
+				d := demo(x)
+				if d.ReplayURL != nil && *d.ReplayURL == "" {
+					d.ReplayURL = nil // as the API shows it: null, not ""
+				}
+				name, data, ok = "demo.abandoned", d, true
 			}
 		case *LeadHot:
 			if x := ses(pl.SessionID); x != nil {
@@ -133,6 +157,27 @@ type Target struct {
 	From uint64
 	// Disabled webhooks get nothing more, but keep their attempt log.
 	Disabled bool
+	// PreviousSecret, until PreviousUntil, signs beside Secret: the
+	// overlap of a rotation.
+	PreviousSecret string
+	PreviousUntil  time.Time
+	// RateLimit bounds the attempts started per second; 0: no limit.
+	RateLimit int
+	// SkipTo is the seq of the webhook.enabled that skipped the backlog:
+	// delivery resumes after it if the cursor is behind it.
+	SkipTo uint64
+	// Version changes whenever any of the fields above may have: the
+	// delivery side takes the new target then.
+	Version uint64
+}
+
+// Signing returns the secrets that sign a delivery at now: the current
+// one, and the previous one while the overlap lasts.
+func (t *Target) Signing(now time.Time) (current, previous string) {
+	if t.PreviousSecret != "" && now.Before(t.PreviousUntil) {
+		return t.Secret, t.PreviousSecret
+	}
+	return t.Secret, ""
 }
 
 // WebhookTargets returns every registered webhook with its secret opened.
@@ -144,26 +189,56 @@ func (p *Projections) WebhookTargets() ([]Target, []error) {
 	p.View(func(s *State) {
 		for _, acc := range s.accountOrder {
 			for _, w := range s.tenants[acc.ID].webhooks {
-				if w.disabled {
-					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
-					continue
-				}
-				secret, err := p.opts.Sealer.Open(w.secret)
+				t, err := p.target(w)
 				if err != nil {
 					// Keep its delivery state; send it nothing.
-					errs = append(errs, fmt.Errorf("webhook %s: %w", w.id, err))
-					out = append(out, Target{ID: w.id, Account: acc.ID, Disabled: true})
-					continue
+					errs = append(errs, err)
 				}
-				ev := map[string]bool{}
-				for _, e := range w.events {
-					ev[e] = true
-				}
-				out = append(out, Target{ID: w.id, Account: acc.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq})
+				out = append(out, t)
 			}
 		}
 	})
 	return out, errs
+}
+
+// target is w as the delivery side needs it; a webhook whose secret does
+// not open is a disabled target, with the error.
+func (p *Projections) target(w *webhook) (Target, error) {
+	if w.disabled {
+		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, nil
+	}
+	secret, err := p.opts.Sealer.Open(w.secret)
+	if err != nil {
+		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, fmt.Errorf("webhook %s: %w", w.id, err)
+	}
+	ev := map[string]bool{}
+	for _, e := range w.events {
+		ev[e] = true
+	}
+	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq,
+		RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
+	if w.prevUntil > 0 {
+		// A previous secret that does not open only loses the overlap:
+		// the current one signs.
+		if prev, err := p.opts.Sealer.Open(w.prevSecret); err == nil {
+			t.PreviousSecret, t.PreviousUntil = string(prev), time.Unix(w.prevUntil, 0)
+		}
+	}
+	return t, nil
+}
+
+// WebhookVersion returns the version of webhook id (see Target.Version),
+// and whether it is registered and enabled: a cheap check before each
+// attempt of whether the target in hand is still the webhook's.
+func (p *Projections) WebhookVersion(id string) (uint64, bool) {
+	var v uint64
+	var ok bool
+	p.View(func(s *State) {
+		if w := s.webhooks[id]; w != nil {
+			v, ok = w.version, !w.disabled
+		}
+	})
+	return v, ok
 }
 
 // WebhookExists reports whether a webhook is still registered and enabled:
@@ -172,4 +247,86 @@ func (p *Projections) WebhookExists(id string) bool {
 	var ok bool
 	p.View(func(s *State) { ok = s.webhooks[id] != nil && !s.webhooks[id].disabled })
 	return ok
+}
+
+// webhookOpEvent is WebhookEvent for the events of webhook operations:
+// their data is in the record alone.
+func webhookOpEvent(reg *eventlog.Registry, rec *eventlog.Record) (string, any, bool) {
+	payload, err := reg.Decode(rec)
+	if err != nil {
+		return "", nil, false
+	}
+	switch pl := payload.(type) {
+	case *WebhookDisabled:
+		return "webhook.disabled", WebhookStatusData{WebhookID: pl.WebhookID, Reason: pl.Reason, Detail: pl.Detail}, true
+	case *WebhookEnabled:
+		skip := pl.SkipBacklog
+		return "webhook.enabled", WebhookStatusData{WebhookID: pl.WebhookID, SkipBacklog: &skip}, true
+	case *WebhookTestRequested:
+		return "webhook.test", WebhookTestData{WebhookID: pl.WebhookID, Message: pl.Message}, true
+	}
+	return "", nil, false
+}
+
+// WebhookEventFor returns the webhook event a record is sent to webhook t
+// as, and its data, or ok false when t is sent nothing for it: an event
+// of a type t subscribed, except webhook.disabled and webhook.enabled about
+// t itself; and webhook.test only to the webhook it tests, subscribed or
+// not.
+func (p *Projections) WebhookEventFor(rec *eventlog.Record, t *Target) (name string, data any, ok bool) {
+	name, data, ok = p.WebhookEvent(rec)
+	if !ok {
+		return "", nil, false
+	}
+	switch d := data.(type) {
+	case WebhookTestData:
+		return name, data, d.WebhookID == t.ID
+	case WebhookStatusData:
+		if d.WebhookID == t.ID {
+			return "", nil, false
+		}
+	}
+	return name, data, t.Events[name]
+}
+
+// Redelivery returns the redelivery request a record holds for webhook
+// wh, if it is one.
+func (p *Projections) Redelivery(rec *eventlog.Record, wh string) (*WebhookRedeliveryRequested, bool) {
+	if rec.Type != TypeWebhookRedeliveryRequested {
+		return nil, false
+	}
+	payload, err := p.log.Registry().Decode(rec)
+	if err != nil {
+		return nil, false
+	}
+	r, ok := payload.(*WebhookRedeliveryRequested)
+	return r, ok && r.WebhookID == wh
+}
+
+// TestRequest returns the test request a record holds, if it is one.
+func (p *Projections) TestRequest(rec *eventlog.Record) (*WebhookTestRequested, bool) {
+	if rec.Type != TypeWebhookTestRequested {
+		return nil, false
+	}
+	payload, err := p.log.Registry().Decode(rec)
+	if err != nil {
+		return nil, false
+	}
+	r, ok := payload.(*WebhookTestRequested)
+	return r, ok
+}
+
+// WebhookTarget returns webhook id as the delivery side needs it, or ok
+// false if it is not registered or its secret does not open.
+func (p *Projections) WebhookTarget(id string) (Target, bool) {
+	var t Target
+	var err error
+	found := false
+	p.View(func(s *State) {
+		if w := s.webhooks[id]; w != nil {
+			t, err = p.target(w)
+			found = true
+		}
+	})
+	return t, found && err == nil
 }

@@ -35,6 +35,11 @@ func (s *State) Checker(reg *eventlog.Registry, allowPrivate bool) func(rec *eve
 				return fmt.Errorf("%s: %w", rec.Type, err)
 			}
 		}
+		if w, ok := payload.(*WebhookUpdated); ok && w.URL != nil {
+			if err := checkWebhookURL(*w.URL, allowPrivate); err != nil {
+				return fmt.Errorf("%s: %w", rec.Type, err)
+			}
+		}
 		return s.apply(rec, payload)
 	}
 }
@@ -155,11 +160,6 @@ func (p *WebhookRegistered) Validate() error {
 
 // Validate checks a webhook.deleted payload.
 func (p *WebhookDeleted) Validate() error {
-	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
-}
-
-// Validate checks a webhook.disabled payload.
-func (p *WebhookDisabled) Validate() error {
 	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 

@@ -149,14 +149,6 @@ type WebhookDeleted struct {
 	WebhookID string `json:"webhook_id"`
 }
 
-// WebhookDisabled records that delivery stopped for good because the
-// receiver answered 410 Gone: a decision of the delivery side, recorded as
-// its own event when it is made.
-type WebhookDisabled struct {
-	WebhookID string `json:"webhook_id"`
-	Reason    string `json:"reason"`
-}
-
 // NewRegistry returns the registry of every domain event payload.
 func NewRegistry() *eventlog.Registry {
 	r := eventlog.NewRegistry()
@@ -174,7 +166,7 @@ func NewRegistry() *eventlog.Registry {
 	eventlog.Register[MeetingBooked](r, TypeMeetingBooked, 1)
 	eventlog.Register[WebhookRegistered](r, TypeWebhookRegistered, 1)
 	eventlog.Register[WebhookDeleted](r, TypeWebhookDeleted, 1)
-	eventlog.Register[WebhookDisabled](r, TypeWebhookDisabled, 1)
+	registerWebhookOpEvents(r)
 	registerUserEvents(r)
 	return r
 }

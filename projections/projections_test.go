@@ -164,7 +164,7 @@ func dump(s *State) string {
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())
-			fmt.Fprintf(&b, " webhook seq %d secret %x\n", w.seq, w.secret)
+			fmt.Fprintf(&b, " webhook seq %d secret %x previous %x until %d skip to %d version %d\n", w.seq, w.secret, w.prevSecret, w.prevUntil, w.skipTo, w.version)
 		}
 		for st, tree := range t.byStatus {
 			fmt.Fprintf(&b, " status %d:", st)

@@ -111,6 +111,17 @@ func (s *session) appendJSON(b []byte) []byte {
 	} else {
 		b = appendAPITime(b, s.endedAt)
 	}
+	// The booked meeting, beside the seed's fields: null until booked.
+	b = append(b, `,"meeting":`...)
+	if s.meeting == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"scheduled_at":`...)
+		b = appendString(b, s.meeting.scheduledAt)
+		b = append(b, `,"calendar_link":`...)
+		b = appendString(b, s.meeting.calendarLink)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

@@ -43,6 +43,11 @@ type sessionJSON struct {
 	Signals         Signals `json:"signals"`
 	StartedAt       string  `json:"started_at"`
 	EndedAt         *string `json:"ended_at"`
+	// Meeting is null until a meeting is booked (issue 12).
+	Meeting *struct {
+		ScheduledAt  string `json:"scheduled_at"`
+		CalendarLink string `json:"calendar_link"`
+	} `json:"meeting"`
 }
 
 // decodeStrictly decodes b into v, refusing a field v does not have.
@@ -88,6 +93,10 @@ func TestSessionJSONShowsWhatWasReported(t *testing.T) {
 	completed.IntentScore, completed.DurationSeconds, completed.ReplayURL, completed.Signals = 77, 600, &url, Signals{1, 2, 3}
 	booked := want(3, StatusInProgress)
 	booked.MeetingBooked = true
+	booked.Meeting = &struct {
+		ScheduledAt  string `json:"scheduled_at"`
+		CalendarLink string `json:"calendar_link"`
+	}{meeting.ScheduledAt, meeting.CalendarLink}
 	wants := []sessionJSON{want(0, StatusInProgress), completed, want(2, StatusAbandoned), booked, want(4, StatusInProgress)}
 	for i, w := range wants {
 		b, err := e.p.SessionJSON(pr.Account.ID, w.ID)

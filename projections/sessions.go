@@ -319,7 +319,20 @@ func (p *Projections) Contact(account, contactID string) (ContactView, error) {
 	return one(p, contactKind, account, contactID, (*contact).view)
 }
 
-// Contacts lists the contacts of account, most recent first.
-func (p *Projections) Contacts(account string, q ListQuery) (Page[ContactView], error) {
-	return page(p, contactKind, account, q, nil, (*contact).view)
+// Contacts lists the contacts of account, most recent first; with email
+// not "", only the one whose e-mail is that one, case-insensitively (the
+// rule that makes a contact new to an account).
+func (p *Projections) Contacts(account string, q ListQuery, email string) (Page[ContactView], error) {
+	if email == "" {
+		return page(p, contactKind, account, q, nil, (*contact).view)
+	}
+	// At most one contact has the address: the account's e-mail index
+	// finds it without a walk.
+	pg := Page[ContactView]{Data: []ContactView{}}
+	err := listing(p, contactKind, account, q, func(s *State, t *tenant, after uint64) {
+		if c := t.emails[emailKey(email)]; c != nil && (after == 0 || c.seq < after) {
+			pg.Data = append(pg.Data, c.view())
+		}
+	})
+	return pg, err
 }

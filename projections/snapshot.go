@@ -15,7 +15,7 @@ import (
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
 // another version is ignored and the log replayed in full.
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20
@@ -133,6 +133,13 @@ func (w *snapWriter) webhook(wh *webhook) {
 	w.bytes(wh.secret)
 	w.int(wh.createdAt)
 	w.bool(wh.disabled)
+	w.str(wh.disabledReason)
+	w.int(wh.disabledAt)
+	w.int(int64(wh.rateLimit))
+	w.bytes(wh.prevSecret)
+	w.int(wh.prevUntil)
+	w.uint(wh.skipTo)
+	w.uint(wh.version)
 }
 
 // snapWriter appends the snapshot's values: unsigned varints, zigzag
@@ -316,6 +323,11 @@ func decodeSnapshot(b []byte) (*State, error) {
 			wh.secret = append(eventlog.Sealed(nil), r.raw()...)
 			wh.createdAt = r.int()
 			wh.disabled = r.bool()
+			wh.disabledReason, wh.disabledAt, wh.rateLimit = r.str(), r.int(), int(r.int())
+			if prev := r.raw(); len(prev) > 0 {
+				wh.prevSecret = append(eventlog.Sealed(nil), prev...)
+			}
+			wh.prevUntil, wh.skipTo, wh.version = r.int(), r.uint(), r.uint()
 			t.webhooks[i] = wh
 			s.webhooks[wh.id] = wh
 		}

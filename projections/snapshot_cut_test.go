@@ -144,8 +144,27 @@ func (g *opGen) step() {
 		id := g.pick(g.webhooks, pr)
 		run = func() error { return g.e.p.DeleteWebhook(ctx, pr, id) }
 	case 12:
-		id := g.pick(g.webhooks, pr)
-		run = func() error { return g.e.p.DisableWebhook(ctx, id, "410 Gone") }
+		// The webhook operations of issue 12, one picked at random.
+		id, sub, rate := g.pick(g.webhooks, pr), g.rng.IntN(6), g.rng.IntN(5)
+		st := []string{"enabled", "disabled"}[g.rng.IntN(2)]
+		run = func() error {
+			var err error
+			switch sub {
+			case 0:
+				err = g.e.p.DisableWebhook(ctx, id, DisabledGone, "410 Gone")
+			case 1:
+				_, err = g.e.p.UpdateWebhook(ctx, pr, id, WebhookPatch{Status: &st, SkipBacklog: st == "enabled" && rate%2 == 0})
+			case 2:
+				_, err = g.e.p.UpdateWebhook(ctx, pr, id, WebhookPatch{RateLimitPerSecond: &rate, Events: []string{"lead.hot"}})
+			case 3:
+				_, err = g.e.p.RotateWebhookSecret(ctx, pr, id, rate*600, nil)
+			case 4:
+				_, err = g.e.p.TestWebhook(ctx, pr, id, "t", "dlv_01m80s8vkm2e8k3np7nbv61qm2", nil, func(*eventlog.Record) any { return nil })
+			case 5:
+				_, err = g.e.p.RequestRedelivery(ctx, pr, id, RedeliverReplay, nil, []uint64{1}, RedeliveryAnswer{Queued: 1}, nil)
+			}
+			return err
+		}
 	case 13:
 		run = func() error {
 			k, err := g.e.p.CreateKey(ctx, "cli", pr.Account.ID)

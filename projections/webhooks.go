@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"slices"
 
 	"demosvc/delivery/netguard"
 	"demosvc/eventlog"
 )
 
 // Webhook event names, as subscribed and as sent.
-var webhookEvents = []string{"contact.created", "demo.abandoned", "demo.completed", "lead.hot", "meeting.booked"}
+var webhookEvents = []string{"contact.created", "demo.abandoned", "demo.completed", "lead.hot", "meeting.booked",
+	"webhook.disabled", "webhook.enabled"}
 
 // SecretPrefix starts every webhook signing secret.
 const SecretPrefix = "whsec_"
@@ -27,7 +27,22 @@ type webhook struct {
 	events    []string
 	secret    eventlog.Sealed
 	createdAt int64
-	disabled  bool // the receiver answered 410 Gone
+	disabled  bool // delivery stopped: see disabledReason
+	// disabledReason is the code of the webhook.disabled that disabled it
+	// (gone, failing, manual); disabledAt its time.
+	disabledReason string
+	disabledAt     int64
+	rateLimit      int // deliveries started per second; 0: no limit
+	// prevSecret keeps signing beside secret until prevUntil (unix
+	// seconds) after a rotation.
+	prevSecret eventlog.Sealed
+	prevUntil  int64
+	// skipTo is the seq of the webhook.enabled that skipped the backlog:
+	// delivery resumes after it, not from the cursor.
+	skipTo uint64
+	// version is the seq of the last event that changed what the delivery
+	// side sends to it (registration, update, rotation, enabling).
+	version uint64
 }
 
 // WebhookView is a webhook as the API shows it; Secret is set only in the
@@ -38,12 +53,22 @@ type WebhookView struct {
 	Events []string `json:"events"`
 	Status string   `json:"status"`
 	// DisabledReason says why a disabled webhook gets nothing: "gone" (its
-	// receiver answered 410 Gone) or "secret_unavailable" (its signing
-	// secret does not open under this data dir's master key, as after an
-	// import without master.key).
+	// receiver answered 410 Gone), "failing" (every attempt failed for
+	// delivery.disable_after), "manual" (PATCH status disabled) or
+	// "secret_unavailable" (its signing secret does not open under this
+	// data dir's master key, as after an import without master.key).
 	DisabledReason string `json:"disabled_reason,omitempty"`
-	CreatedAt      string `json:"created_at"`
-	Secret         string `json:"secret,omitempty"`
+	// DisabledAt is when it was disabled (not set for secret_unavailable,
+	// which is no event but this process's view).
+	DisabledAt string `json:"disabled_at,omitempty"`
+	// RateLimitPerSecond bounds the deliveries started per second; 0 is no
+	// limit.
+	RateLimitPerSecond int `json:"rate_limit_per_second"`
+	// PreviousSecretExpiresAt is, after a rotation with an overlap, when
+	// the replaced secret stops signing.
+	PreviousSecretExpiresAt string `json:"previous_secret_expires_at,omitempty"`
+	CreatedAt               string `json:"created_at"`
+	Secret                  string `json:"secret,omitempty"`
 }
 
 // Reasons a webhook is disabled.
@@ -53,9 +78,13 @@ const (
 )
 
 func (w *webhook) view() WebhookView {
-	v := WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: "enabled", CreatedAt: apiTime(w.createdAt)}
+	v := WebhookView{ID: w.id, URL: w.url, Events: append([]string(nil), w.events...), Status: "enabled",
+		RateLimitPerSecond: w.rateLimit, CreatedAt: apiTime(w.createdAt)}
 	if w.disabled {
-		v.Status, v.DisabledReason = "disabled", DisabledGone
+		v.Status, v.DisabledReason, v.DisabledAt = "disabled", w.disabledReason, apiTime(w.disabledAt)
+	}
+	if w.prevUntil > 0 {
+		v.PreviousSecretExpiresAt = apiTime(w.prevUntil)
 	}
 	return v
 }
@@ -93,6 +122,9 @@ func (p *Projections) UnavailableSecrets() []string {
 type WebhookInput struct {
 	URL    string   `json:"url"`
 	Events []string `json:"events"`
+	// RateLimitPerSecond, if set and not 0, bounds the deliveries started
+	// per second.
+	RateLimitPerSecond *int `json:"rate_limit_per_second,omitempty"`
 }
 
 // Validate checks a registration: an absolute http(s) URL without
@@ -114,18 +146,11 @@ func (in *WebhookInput) Validate(allowPrivate bool) error {
 		// it is not clipped as an echoed value would be.
 		return &Error{Code: EInvalid, Message: msg, Param: "url"}
 	}
-	if len(in.Events) == 0 {
-		return ParamErrorf(EInvalid, "events", "must name at least one event: %v", webhookEvents)
+	if err := checkEvents(in.Events); err != nil {
+		return err
 	}
-	seen := map[string]bool{}
-	for i, e := range in.Events {
-		if !slices.Contains(webhookEvents, e) {
-			return ParamErrorf(EInvalid, "events", "events[%d] %q is not an event; known: %v", i, e, webhookEvents)
-		}
-		if seen[e] {
-			return ParamErrorf(EInvalid, "events", "events[%d] %q is listed twice", i, e)
-		}
-		seen[e] = true
+	if in.RateLimitPerSecond != nil {
+		return checkRateLimit(*in.RateLimitPerSecond)
 	}
 	return nil
 }
@@ -153,7 +178,13 @@ func (p *Projections) RegisterWebhook(ctx context.Context, pr Principal, in Webh
 			if t := s.tenants[pr.Account.ID]; t != nil && max > 0 && len(t.webhooks) >= max {
 				return nil, nil, Errorf(ELimitExceeded, "an account can have at most %d webhooks; delete one first", max)
 			}
-			return []any{&WebhookRegistered{WebhookID: id, URL: in.URL, Events: in.Events, Secret: sealed}}, nil, nil
+			events := []any{&WebhookRegistered{WebhookID: id, URL: in.URL, Events: in.Events, Secret: sealed}}
+			if in.RateLimitPerSecond != nil && *in.RateLimitPerSecond != 0 {
+				// The registration's payload stays version 1: a limit is
+				// an update recorded with it.
+				events = append(events, &WebhookUpdated{WebhookID: id, RateLimitPerSecond: in.RateLimitPerSecond})
+			}
+			return events, nil, nil
 		},
 		Result: func(s *State) any {
 			v := s.webhooks[id].view()
@@ -177,9 +208,11 @@ func (p *Projections) DeleteWebhook(ctx context.Context, pr Principal, webhookID
 	return err
 }
 
-// DisableWebhook stops delivery to a webhook for good: its receiver
-// answered 410 Gone. It stays listed, with status disabled.
-func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason string) error {
+// DisableWebhook stops delivery to a webhook, a decision of the delivery
+// side: its receiver answered 410 Gone (reason DisabledGone) or every
+// attempt failed for delivery.disable_after (DisabledFailing); detail says
+// it in a sentence. It stays listed, with status disabled, until enabled.
+func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason, detail string) error {
 	var account string
 	p.View(func(s *State) {
 		if w := s.webhooks[webhookID]; w != nil {
@@ -193,7 +226,7 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason stri
 			if w == nil || w.disabled {
 				return nil, nil, nil
 			}
-			return []any{&WebhookDisabled{WebhookID: webhookID, Reason: reason}}, nil, nil
+			return []any{&WebhookDisabled{WebhookID: webhookID, Reason: reason, Detail: detail}}, nil, nil
 		},
 	})
 	return err

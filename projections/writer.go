@@ -31,6 +31,9 @@ type Command struct {
 	// Result, if set, builds the answer from the state after the events
 	// are applied. It must return values, not pointers into s.
 	Result func(s *State) any
+	// ResultOf, if set instead of Result, builds the answer from the state
+	// and the command's records (their ids and times), as Result does.
+	ResultOf func(s *State, recs []eventlog.Record) any
 	// Idem, if set, makes the command idempotent under a key; the answer is
 	// then a Replay.
 	Idem *Idempotency
@@ -255,6 +258,9 @@ func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken er
 	}
 	if cmd.Result != nil {
 		out.value = cmd.Result(p.state)
+	}
+	if cmd.ResultOf != nil {
+		out.value = cmd.ResultOf(p.state, out.records)
 	}
 	return out, nil
 }

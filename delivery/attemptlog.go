@@ -1,0 +1,193 @@
+package delivery
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"demosvc/eventlog"
+)
+
+// maxKeptBody is what the attempt detail keeps of a receiver's answer.
+const maxKeptBody = 4 << 10
+
+// Attempt is one attempt of a delivery as the attempt detail shows it:
+// when it started (on the delivery clock) and how long it took (real
+// time), the receiver's status or the error, the request headers sent
+// (signatures included: they are not secrets, and a receiver debugging
+// its check needs them), the response headers and the first 4 KiB of the
+// response body. It is stored beside its delivery and removed with it.
+type Attempt struct {
+	N               int               `msgpack:"n"`
+	StartedAt       int64             `msgpack:"t"` // unix ms
+	DurationMS      int64             `msgpack:"d"`
+	StatusCode      int               `msgpack:"c"`
+	Error           string            `msgpack:"e"`
+	RequestHeaders  map[string]string `msgpack:"rq"`
+	ResponseHeaders map[string]string `msgpack:"rs"`
+	ResponseBody    []byte            `msgpack:"b"`
+}
+
+// Keys: 'd' + webhook id + 0x00 + 'a' + delivery id + serial (4 bytes,
+// big-endian) -> Attempt (msgpack). The serial is the delivery's count of
+// attempts ever made, which a manual retry or a recover does not reset.
+func attemptPrefix(wh, id string) []byte {
+	return append(append(webhookPrefix(wh), 'a'), id...)
+}
+
+func attemptKey(wh, id string, n int) []byte {
+	return binary.BigEndian.AppendUint32(attemptPrefix(wh, id), uint32(n))
+}
+
+// attemptsOf returns the attempts of a delivery, oldest first.
+func (s deliveryStore) attemptsOf(wh, id string) ([]Attempt, error) {
+	var out []Attempt
+	p := attemptPrefix(wh, id)
+	err := s.db.Scan(p, func(k, v []byte) error {
+		if len(k) != len(p)+4 {
+			return nil // another delivery whose id extends this one: none do, ids are fixed-length
+		}
+		var a Attempt
+		if err := msgpack.Unmarshal(v, &a); err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// encodeAttempt is the put that stores a.
+func encodeAttempt(wh, id string, a *Attempt) (eventlog.Put, error) {
+	v, err := msgpack.Marshal(a)
+	if err != nil {
+		return eventlog.Put{}, err
+	}
+	return eventlog.Put{Key: attemptKey(wh, id, a.N), Value: v}, nil
+}
+
+// flatten is a header block as one value per name, in canonical form;
+// repeated headers are joined with ", " as HTTP allows.
+func flatten(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		out[http.CanonicalHeaderKey(k)] = strings.Join(vs, ", ")
+	}
+	return out
+}
+
+// derived are the request headers setHeaders writes from the delivery and
+// the configuration alone: not stored with each attempt (they are most of
+// its bytes), but put back when it is shown (withDerived).
+var derived = []string{"Content-Type", "User-Agent", "X-Service-Event-Id", "X-Service-Webhook-Id", "Webhook-Id"}
+
+// varying is h without the derived headers: what differs from one attempt
+// to the next (signatures, timestamp, attempt number).
+func varying(h http.Header) map[string]string {
+	out := flatten(h)
+	for _, k := range derived {
+		delete(out, k)
+	}
+	return out
+}
+
+// withDerived puts back the derived request headers of an attempt of d,
+// as setHeaders sent them.
+func (a *Attempt) withDerived(d *Delivery, userAgent string) {
+	h := make(map[string]string, len(a.RequestHeaders)+len(derived))
+	for k, v := range a.RequestHeaders {
+		h[k] = v
+	}
+	h["Content-Type"], h["User-Agent"] = "application/json", userAgent
+	h["X-Service-Event-Id"], h["X-Service-Webhook-Id"] = d.EventID, d.WebhookID
+	if _, standard := h["Webhook-Signature"]; standard {
+		h["Webhook-Id"] = d.EventID
+	}
+	a.RequestHeaders = h
+}
+
+// limitedBuffer keeps the first n bytes written to it and takes the rest
+// without keeping it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// DeliveryDetail is a delivery with every attempt kept of it.
+type DeliveryDetail struct {
+	Delivery
+	Log []Attempt
+}
+
+// MarshalJSON renders the delivery as the attempt log does, plus
+// attempt_log: its attempts, oldest first.
+func (d DeliveryDetail) MarshalJSON() ([]byte, error) {
+	base, err := d.Delivery.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	log := make([]json.RawMessage, 0, len(d.Log))
+	for _, a := range d.Log {
+		b, err := a.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		log = append(log, b)
+	}
+	tail, err := json.Marshal(log)
+	if err != nil {
+		return nil, err
+	}
+	out := append(base[:len(base)-1:len(base)-1], `,"attempt_log":`...)
+	out = append(out, tail...)
+	return append(out, '}'), nil
+}
+
+// MarshalJSON renders one attempt: attempt, started_at (RFC 3339 with
+// milliseconds), duration_ms, status_code and error (null when none),
+// request_headers, response_headers (null without an answer) and
+// response_body (text, its first 4 KiB; bytes that are not UTF-8 as
+// U+FFFD).
+func (a Attempt) MarshalJSON() ([]byte, error) {
+	var code *int
+	if a.StatusCode != 0 {
+		code = &a.StatusCode
+	}
+	var errText *string
+	if a.Error != "" {
+		errText = &a.Error
+	}
+	var body *string
+	if a.ResponseHeaders != nil {
+		b := strings.ToValidUTF8(string(a.ResponseBody), string(utf8.RuneError))
+		body = &b
+	}
+	req := a.RequestHeaders
+	if req == nil {
+		req = map[string]string{}
+	}
+	return json.Marshal(struct {
+		N               int               `json:"attempt"`
+		StartedAt       string            `json:"started_at"`
+		DurationMS      int64             `json:"duration_ms"`
+		StatusCode      *int              `json:"status_code"`
+		Error           *string           `json:"error"`
+		RequestHeaders  map[string]string `json:"request_headers"`
+		ResponseHeaders map[string]string `json:"response_headers"`
+		ResponseBody    *string           `json:"response_body"`
+	}{a.N, time.UnixMilli(a.StartedAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"), a.DurationMS, code, errText,
+		req, a.ResponseHeaders, body})
+}

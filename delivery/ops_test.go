@@ -1,0 +1,640 @@
+package delivery
+
+import (
+	"crypto/hmac"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// Webhook operations with real receivers on 127.0.0.1 and the manual
+// clock: rotation with overlap, pause and resume, recover, replay, test
+// events, auto-disable, throttle and retention.
+
+// verifyingReceiver checks every delivery it gets the way a receiver
+// does: Standard Webhooks with the public library, and the seed's
+// X-Service-Signature HMAC, each with the secret it holds at that moment.
+// It answers 400 to a delivery that does not verify.
+type verifyingReceiver struct {
+	*httptest.Server
+	mu                    sync.Mutex
+	stdSecret, seedSecret string
+	ok, rejected          int
+	why                   []string
+	sigs                  []string // webhook-signature of each delivery
+}
+
+func newVerifyingReceiver(t *testing.T, secret string) *verifyingReceiver {
+	rv := &verifyingReceiver{stdSecret: secret, seedSecret: secret}
+	rv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rv.mu.Lock()
+		defer rv.mu.Unlock()
+		rv.sigs = append(rv.sigs, r.Header.Get("webhook-signature"))
+		var problems []string
+		wh, err := standardwebhooks.NewWebhook(rv.stdSecret)
+		if err == nil {
+			// The manual clock runs ahead of real time: the timestamp
+			// tolerance is not what this checks.
+			err = wh.VerifyIgnoringTimestamp(body, r.Header)
+		}
+		if err != nil {
+			problems = append(problems, "standard webhooks: "+err.Error())
+		}
+		if got := r.Header.Get("X-Service-Signature"); !hmac.Equal([]byte(got), []byte(Signature(rv.seedSecret, body))) {
+			problems = append(problems, "X-Service-Signature does not verify with the seed's HMAC")
+		}
+		if len(problems) > 0 {
+			rv.rejected++
+			rv.why = append(rv.why, strings.Join(problems, "; "))
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		rv.ok++
+	}))
+	t.Cleanup(rv.Close)
+	return rv
+}
+
+func (rv *verifyingReceiver) counts() (ok, rejected int) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.ok, rv.rejected
+}
+
+func TestRotationWithOverlap(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newVerifyingReceiver(t, "")
+	wh := w.register(rv.URL, "contact.created")
+	rv.stdSecret, rv.seedSecret = wh.Secret, wh.Secret
+	cfg, clock := clockedConfig()
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "before@example.com")
+	waitFor(t, "the first delivery", func() bool { ok, rej := rv.counts(); return ok+rej == 1 })
+
+	v, err := w.state.RotateWebhookSecret(t.Context(), w.pr, wh.ID, 3600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := v.(projections.WebhookView)
+	if rotated.Secret == "" || rotated.Secret == wh.Secret || rotated.PreviousSecretExpiresAt == "" {
+		t.Fatalf("rotation answered %+v", rotated)
+	}
+	if got, _ := w.state.Webhook(w.pr.Account.ID, wh.ID); got.Secret != "" {
+		t.Fatalf("a read shows the secret")
+	}
+
+	// In the overlap, before the receiver switches: it still verifies
+	// with the old secret both ways.
+	w.startSession(agent, "overlap1@example.com")
+	waitFor(t, "the second delivery", func() bool { ok, rej := rv.counts(); return ok+rej == 2 })
+	// The receiver switches its Standard Webhooks secret in the middle of
+	// the overlap; its seed check keeps the old one until the overlap ends.
+	rv.mu.Lock()
+	rv.stdSecret = rotated.Secret
+	rv.mu.Unlock()
+	w.startSession(agent, "overlap2@example.com")
+	waitFor(t, "the third delivery", func() bool { ok, rej := rv.counts(); return ok+rej == 3 })
+
+	// After the overlap only the new secret signs; the seed receiver has
+	// switched too.
+	clock.Advance(2 * time.Hour)
+	rv.mu.Lock()
+	rv.seedSecret = rotated.Secret
+	rv.mu.Unlock()
+	w.startSession(agent, "after@example.com")
+	waitFor(t, "the fourth delivery", func() bool { ok, rej := rv.counts(); return ok+rej == 4 })
+
+	ok, rejected := rv.counts()
+	if rejected != 0 || ok != 4 {
+		t.Fatalf("receiver verified %d, rejected %d: %v", ok, rejected, rv.why)
+	}
+	rv.mu.Lock()
+	sigs := append([]string(nil), rv.sigs...)
+	rv.mu.Unlock()
+	for i, want := range []int{1, 2, 2, 1} {
+		if n := len(strings.Fields(sigs[i])); n != want {
+			t.Errorf("delivery %d: webhook-signature %q has %d signatures, want %d", i+1, sigs[i], n, want)
+		}
+	}
+
+	t.Run("rotating again during an overlap ends the older secret", func(t *testing.T) {
+		v1, err := w.state.RotateWebhookSecret(t.Context(), w.pr, wh.ID, 3600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2, err := w.state.RotateWebhookSecret(t.Context(), w.pr, wh.ID, 3600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, _ := w.state.WebhookTarget(wh.ID)
+		if tg.Secret != v2.(projections.WebhookView).Secret || tg.PreviousSecret != v1.(projections.WebhookView).Secret {
+			t.Errorf("after two rotations: current and previous are not the last two secrets")
+		}
+	})
+	t.Run("the log holds no secret in plaintext", func(t *testing.T) {
+		for _, s := range []string{wh.Secret, rotated.Secret} {
+			if logHolds(t, w, s) {
+				t.Errorf("the store holds a secret in plaintext")
+			}
+		}
+	})
+}
+
+// logHolds reports whether any record of the log carries s in its bytes.
+func logHolds(t *testing.T, w *world, s string) bool {
+	t.Helper()
+	found := false
+	err := w.log.Read(1, 0, func(rec *eventlog.Record) error {
+		if strings.Contains(string(rec.Payload), s) {
+			found = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func TestPauseAndResume(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "contact.created")
+	cfg, _ := clockedConfig()
+	w.start(cfg)
+	agent := w.newAgent()
+	patch := func(in projections.WebhookPatch) projections.WebhookView {
+		t.Helper()
+		v, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	emails := func() []string {
+		var out []string
+		for _, r := range rv.all() {
+			var env struct {
+				Data projections.ContactCreatedData `json:"data"`
+			}
+			json.Unmarshal(r.body, &env)
+			out = append(out, env.Data.Contact.Email)
+		}
+		return out
+	}
+
+	v := patch(projections.WebhookPatch{Status: ptr("disabled")})
+	if v.Status != "disabled" || v.DisabledReason != projections.DisabledManual || v.DisabledAt == "" {
+		t.Fatalf("after PATCH disabled: %+v", v)
+	}
+	waitFor(t, "the loop to stop", func() bool { return !w.hasLoop(wh.ID) })
+	w.startSession(agent, "while-off-1@example.com")
+	w.startSession(agent, "while-off-2@example.com")
+
+	v = patch(projections.WebhookPatch{Status: ptr("enabled")})
+	if v.Status != "enabled" || v.DisabledReason != "" || v.DisabledAt != "" {
+		t.Fatalf("after PATCH enabled: %+v", v)
+	}
+	waitFor(t, "the backlog", func() bool { return rv.count() == 2 })
+	// Attempts run side by side: the order of arrival is not the point.
+	if got := fmt.Sprint(sorted(emails())); got != "[while-off-1@example.com while-off-2@example.com]" {
+		t.Errorf("resumed with %s, want the two events recorded while disabled", got)
+	}
+
+	t.Run("skip_backlog skips what came while disabled", func(t *testing.T) {
+		patch(projections.WebhookPatch{Status: ptr("disabled")})
+		waitFor(t, "the loop to stop", func() bool { return !w.hasLoop(wh.ID) })
+		skipped := w.startSession(agent, "skipped@example.com")
+		patch(projections.WebhookPatch{Status: ptr("enabled"), SkipBacklog: true})
+		w.startSession(agent, "after-skip@example.com")
+		waitFor(t, "the event after the skip", func() bool { return rv.count() == 3 })
+		if got := emails()[2]; got != "after-skip@example.com" {
+			t.Errorf("after the skip the receiver got %s", got)
+		}
+		// Deliveries are built in log order: had the skipped event been
+		// taken, its delivery would be in the attempt log by now.
+		for _, d := range deliveriesOf(t, w, wh.ID) {
+			if strings.Contains(string(d.Body), skipped.ContactID) {
+				t.Errorf("the skipped event has delivery %s", d.ID)
+			}
+		}
+	})
+
+	t.Run("PATCH changes url and events for what is sent next", func(t *testing.T) {
+		other := newReceiver(t, nil)
+		patch(projections.WebhookPatch{URL: ptr(other.URL), Events: []string{"contact.created", "demo.abandoned"}})
+		s := w.startSession(agent, "moved@example.com")
+		must := func(_ any, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(w.state.AbandonSession(t.Context(), w.pr, s.ID, projections.Figures{}, nil))
+		waitFor(t, "both events at the new URL", func() bool { return other.count() == 2 })
+		if rv.count() != 3 {
+			t.Errorf("the old URL got %d deliveries, want the 3 from before", rv.count())
+		}
+	})
+}
+
+func TestRecoverAndReplay(t *testing.T) {
+	w := openWorld(t, "")
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries = 0 // one attempt each: the outage fails them at once
+	w.start(cfg)
+	agent := w.newAgent()
+	since := clock.Now().Add(-time.Second)
+	for i := range 3 {
+		w.startSession(agent, fmt.Sprintf("outage%d@example.com", i))
+	}
+	waitFor(t, "three failed deliveries", func() bool { return allStatus(t, w, wh.ID, 3, StatusFailed) })
+	healthy.Store(true)
+	w.startSession(agent, "healed@example.com")
+	waitFor(t, "the delivery after the outage", func() bool { return countStatus(t, w, wh.ID, StatusSucceeded) == 1 })
+	failed := map[string]bool{}
+	for _, d := range deliveriesOf(t, w, wh.ID) {
+		if d.Status == StatusFailed {
+			failed[d.EventID] = true
+		}
+	}
+
+	plan, err := w.m.PlanRecover(wh.ID, Window{Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Answer.Queued != 3 || plan.Answer.More || len(plan.DeliveryIDs) != 3 {
+		t.Fatalf("recover plan %+v, want the 3 failed", plan)
+	}
+	if _, err := w.state.RequestRedelivery(t.Context(), w.pr, wh.ID, projections.RedeliverRecover, plan.DeliveryIDs, nil, plan.Answer, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every delivery succeeded", func() bool { return allStatus(t, w, wh.ID, 4, StatusSucceeded) })
+	// 3 failed + 1 healed + 3 re-sent: the healed one was not sent again.
+	if rv.count() != 7 {
+		t.Fatalf("receiver got %d requests, want 7", rv.count())
+	}
+	for _, r := range rv.all()[4:] {
+		if id := r.header.Get("X-Service-Event-Id"); !failed[id] {
+			t.Errorf("recover re-sent event %s, which had not failed", id)
+		}
+	}
+
+	t.Run("a second recover finds nothing", func(t *testing.T) {
+		plan, err := w.m.PlanRecover(wh.ID, Window{Since: since})
+		if err != nil || plan.Answer.Queued != 0 {
+			t.Fatalf("plan %+v, %v", plan, err)
+		}
+	})
+
+	t.Run("replay re-sends every event with the same event ids", func(t *testing.T) {
+		tg, _ := w.state.WebhookTarget(wh.ID)
+		plan, err := w.m.PlanReplay(tg, Window{Since: since.Add(-time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Answer.Queued != 4 || len(plan.Seqs) != 4 {
+			t.Fatalf("replay plan %+v, want the 4 events", plan)
+		}
+		before := rv.count()
+		if _, err := w.state.RequestRedelivery(t.Context(), w.pr, wh.ID, projections.RedeliverReplay, nil, plan.Seqs, plan.Answer, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the replayed deliveries", func() bool { return allStatus(t, w, wh.ID, 8, StatusSucceeded) })
+		seen := map[string]int{}
+		for _, r := range rv.all()[before:] {
+			seen[r.header.Get("X-Service-Event-Id")]++
+		}
+		byEvent := map[string][]string{}
+		for _, d := range deliveriesOf(t, w, wh.ID) {
+			byEvent[d.EventID] = append(byEvent[d.EventID], d.ID)
+		}
+		if len(seen) != 4 {
+			t.Errorf("replay sent %d distinct event ids, want 4", len(seen))
+		}
+		for ev, n := range seen {
+			if n != 1 || len(byEvent[ev]) != 2 || byEvent[ev][0] == byEvent[ev][1] {
+				t.Errorf("event %s: sent %d times by the replay, deliveries %v (want a new delivery beside the first)", ev, n, byEvent[ev])
+			}
+		}
+	})
+
+	t.Run("a bounded replay says more remain and continues after", func(t *testing.T) {
+		tg, _ := w.state.WebhookTarget(wh.ID)
+		all, err := w.m.PlanReplay(tg, Window{Since: since.Add(-time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := all.Seqs[1]
+		rest, err := w.m.PlanReplay(tg, Window{Since: since.Add(-time.Minute), After: fmt.Sprint(cut)})
+		if err != nil || fmt.Sprint(rest.Seqs) != fmt.Sprint(all.Seqs[2:]) {
+			t.Errorf("after %d: %v (%v), want %v", cut, rest.Seqs, err, all.Seqs[2:])
+		}
+	})
+}
+
+func sorted(s []string) []string { slices.Sort(s); return s }
+
+// allStatus reports whether wh has n deliveries, all of status.
+func allStatus(t *testing.T, w *world, wh string, n int, status string) bool {
+	return len(deliveriesOf(t, w, wh)) == n && countStatus(t, w, wh, status) == n
+}
+
+func countStatus(t *testing.T, w *world, wh, status string) int {
+	n := 0
+	for _, d := range deliveriesOf(t, w, wh) {
+		if d.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTestEventAndAttemptDetail(t *testing.T) {
+	w := openWorld(t, "")
+	big := strings.Repeat("x", 10_000)
+	var mu sync.Mutex
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r.Header.Clone()
+		mu.Unlock()
+		rw.Header().Set("X-Receiver", "yes")
+		rw.WriteHeader(http.StatusAccepted)
+		io.WriteString(rw, big)
+	}))
+	t.Cleanup(srv.Close)
+	wh := w.register(srv.URL, "lead.hot") // not subscribed to anything sent here
+	cfg, _ := clockedConfig()
+	w.start(cfg)
+	id := w.m.NewDeliveryID()
+	var answered Delivery
+	_, err := w.state.TestWebhook(t.Context(), w.pr, wh.ID, "hello", id, nil, func(rec *eventlog.Record) any {
+		answered = TestDelivery(rec, id, wh.ID, nil)
+		return answered
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answered.ID != id || answered.Status != StatusPending || answered.Event != "webhook.test" {
+		t.Fatalf("answer %+v", answered)
+	}
+	var d DeliveryDetail
+	waitFor(t, "the test delivery succeeded", func() bool {
+		d, err = w.m.Detail(wh.ID, id)
+		return err == nil && d.Status == StatusSucceeded
+	})
+	if d.EventID != answered.EventID || d.CreatedAt != answered.CreatedAt {
+		t.Errorf("stored %+v, answered %+v", d.Delivery, answered)
+	}
+	var env struct {
+		Event string                      `json:"event"`
+		Data  projections.WebhookTestData `json:"data"`
+	}
+	if err := json.Unmarshal(d.Body, &env); err != nil || env.Event != "webhook.test" || env.Data.WebhookID != wh.ID || env.Data.Message != "hello" {
+		t.Errorf("body %s", d.Body)
+	}
+	if len(d.Log) != 1 {
+		t.Fatalf("attempt log %+v, want 1 attempt", d.Log)
+	}
+	a := d.Log[0]
+	if a.N != 1 || a.StatusCode != 202 || a.Error != "" || a.ResponseHeaders["X-Receiver"] != "yes" ||
+		len(a.ResponseBody) != maxKeptBody || a.RequestHeaders["X-Service-Signature"] != Signature(wh.Secret, d.Body) ||
+		!strings.HasPrefix(a.RequestHeaders["Webhook-Signature"], "v1,") || a.RequestHeaders["Webhook-Id"] != d.EventID ||
+		a.RequestHeaders["X-Service-Event-Id"] != d.EventID || a.RequestHeaders["User-Agent"] != "demosvc/test" ||
+		a.RequestHeaders["Content-Type"] != "application/json" || a.RequestHeaders["X-Service-Webhook-Id"] != wh.ID ||
+		a.RequestHeaders["X-Service-Delivery-Attempt"] != "1" || a.RequestHeaders["Webhook-Timestamp"] == "" {
+		t.Errorf("attempt %+v", a)
+	}
+	// The detail shows every header the receiver got, as it got it,
+	// besides those Go's transport adds.
+	mu.Lock()
+	for k := range got {
+		if k != "Accept-Encoding" && k != "Content-Length" && a.RequestHeaders[k] != got.Get(k) {
+			t.Errorf("request header %s: detail shows %q, the receiver got %q", k, a.RequestHeaders[k], got.Get(k))
+		}
+	}
+	mu.Unlock()
+	b, _ := json.Marshal(d)
+	for _, want := range []string{`"attempt_log":[{"attempt":1,"started_at":"`, `"status_code":202,"error":null,"request_headers":{`, `"response_headers":{`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("detail JSON %s lacks %s", b, want)
+		}
+	}
+
+	t.Run("a disabled webhook refuses a test", func(t *testing.T) {
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.state.TestWebhook(t.Context(), w.pr, wh.ID, "", w.m.NewDeliveryID(), nil, func(*eventlog.Record) any { return nil })
+		if e, ok := err.(*projections.Error); !ok || e.Code != projections.EInvalidState {
+			t.Errorf("test of a disabled webhook: %v", err)
+		}
+	})
+}
+
+func TestFailingWebhookIsDisabledAndAnotherIsTold(t *testing.T) {
+	w := openWorld(t, "")
+	dead := newReceiver(t, func(int) (int, time.Duration) { return 500, 0 })
+	ops := newReceiver(t, nil)
+	failing := w.register(dead.URL, "contact.created")
+	watcher := w.register(ops.URL, "webhook.disabled")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries = 0
+	cfg.DisableAfter = 5 * 24 * time.Hour
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "first@example.com")
+	waitFor(t, "the first failure", func() bool { return allStatus(t, w, failing.ID, 1, StatusFailed) })
+	clock.Advance(4 * 24 * time.Hour)
+	w.startSession(agent, "second@example.com")
+	waitFor(t, "the second failure", func() bool { return allStatus(t, w, failing.ID, 2, StatusFailed) })
+	if v, _ := w.state.Webhook(w.pr.Account.ID, failing.ID); v.Status != "enabled" {
+		t.Fatalf("disabled after 4 days of failures: %+v", v)
+	}
+	clock.Advance(24 * time.Hour)
+	w.startSession(agent, "third@example.com")
+	waitFor(t, "the webhook disabled", func() bool {
+		v, _ := w.state.Webhook(w.pr.Account.ID, failing.ID)
+		return v.Status == "disabled"
+	})
+	v, _ := w.state.Webhook(w.pr.Account.ID, failing.ID)
+	if v.DisabledReason != projections.DisabledFailing || v.DisabledAt == "" {
+		t.Errorf("view %+v, want reason failing and disabled_at", v)
+	}
+	waitFor(t, "webhook.disabled at the other webhook", func() bool { return ops.count() == 1 })
+	var env struct {
+		Event string                        `json:"event"`
+		Data  projections.WebhookStatusData `json:"data"`
+	}
+	json.Unmarshal(ops.all()[0].body, &env)
+	if env.Event != "webhook.disabled" || env.Data.WebhookID != failing.ID || env.Data.Reason != projections.DisabledFailing {
+		t.Errorf("the watcher got %s", ops.all()[0].body)
+	}
+	_ = watcher
+
+	t.Run("enabled again, it starts a new count", func(t *testing.T) {
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, failing.ID, projections.WebhookPatch{Status: ptr("enabled"), SkipBacklog: true}); err != nil {
+			t.Fatal(err)
+		}
+		before := countStatus(t, w, failing.ID, StatusFailed)
+		w.startSession(agent, "fourth@example.com")
+		waitFor(t, "a failure after enabling", func() bool { return countStatus(t, w, failing.ID, StatusFailed) == before+1 })
+		w.throughLoop(failing.ID)
+		if v, _ := w.state.Webhook(w.pr.Account.ID, failing.ID); v.Status != "enabled" {
+			t.Errorf("disabled again at the first failure after enabling: %+v", v)
+		}
+	})
+
+	t.Run("a success resets the failing mark", func(t *testing.T) {
+		w := openWorld(t, "")
+		rv, healthy := newSwitchableReceiver(t)
+		wh := w.register(rv.URL, "contact.created")
+		cfg, clock := clockedConfig()
+		cfg.MaxRetries = 0
+		cfg.DisableAfter = 5 * 24 * time.Hour
+		w.start(cfg)
+		agent := w.newAgent()
+		w.startSession(agent, "a@example.com")
+		waitFor(t, "a failure", func() bool { return allStatus(t, w, wh.ID, 1, StatusFailed) })
+		healthy.Store(true)
+		clock.Advance(3 * 24 * time.Hour)
+		w.startSession(agent, "b@example.com")
+		waitFor(t, "a success", func() bool { return countStatus(t, w, wh.ID, StatusSucceeded) == 1 })
+		healthy.Store(false)
+		clock.Advance(3 * 24 * time.Hour)
+		w.startSession(agent, "c@example.com")
+		waitFor(t, "another failure", func() bool { return countStatus(t, w, wh.ID, StatusFailed) == 2 })
+		w.throughLoop(wh.ID)
+		if v, _ := w.state.Webhook(w.pr.Account.ID, wh.ID); v.Status != "enabled" {
+			t.Errorf("disabled though an attempt succeeded 3 days ago: %+v", v)
+		}
+	})
+}
+
+func TestThrottleHoldsTheRate(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	limit := 2
+	v, err := w.state.RegisterWebhook(t.Context(), w.pr, projections.WebhookInput{URL: rv.URL, Events: []string{"contact.created"}, RateLimitPerSecond: &limit}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh := v.(projections.WebhookView)
+	if wh.RateLimitPerSecond != 2 {
+		t.Fatalf("view %+v", wh)
+	}
+	cfg, clock := clockedConfig()
+	agent := w.newAgent()
+	const n = 7
+	for i := range n {
+		w.startSession(agent, fmt.Sprintf("t%d@example.com", i))
+	}
+	w.start(cfg)
+	// Each second of the clock lets two more through; the clock moves
+	// only once the receiver has them, so their start times are that
+	// second's.
+	for sent := limit; ; sent += limit {
+		want := min(sent, n)
+		waitFor(t, fmt.Sprintf("%d deliveries", want), func() bool { return rv.count() >= want })
+		if want == n {
+			break
+		}
+		clock.Advance(time.Second)
+	}
+	waitFor(t, "all succeeded", func() bool { return allStatus(t, w, wh.ID, n, StatusSucceeded) })
+	perSecond := map[int64]int{}
+	for _, d := range deliveriesOf(t, w, wh.ID) {
+		detail, err := w.m.Detail(wh.ID, d.ID)
+		if err != nil || len(detail.Log) != 1 {
+			t.Fatalf("detail %+v, %v", detail, err)
+		}
+		perSecond[detail.Log[0].StartedAt/1000]++
+	}
+	total := 0
+	for sec, c := range perSecond {
+		total += c
+		if c > limit {
+			t.Errorf("%d attempts started in second %d, limit %d", c, sec, limit)
+		}
+	}
+	if total != n || rv.count() != n {
+		t.Errorf("%d attempts, %d received, want %d: none dropped", total, rv.count(), n)
+	}
+}
+
+func TestRetentionPrunes(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	live := w.register(rv.URL, "contact.created")
+	idle := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.Retention = 30 * 24 * time.Hour
+	w.start(cfg)
+	agent := w.newAgent()
+	for i := range 3 {
+		w.startSession(agent, fmt.Sprintf("old%d@example.com", i))
+	}
+	waitFor(t, "old deliveries", func() bool {
+		return allStatus(t, w, live.ID, 3, StatusSucceeded) && allStatus(t, w, idle.ID, 3, StatusSucceeded)
+	})
+	old := deliveriesOf(t, w, live.ID)
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, idle.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle webhook's loop to stop", func() bool { return !w.hasLoop(idle.ID) })
+	clock.Advance(31 * 24 * time.Hour)
+	w.startSession(agent, "new@example.com")
+	waitAdvancing(t, clock, time.Minute, "retention to remove the old deliveries", func() bool {
+		ds := deliveriesOf(t, w, live.ID)
+		return len(ds) == 1 && ds[0].Status == StatusSucceeded && len(deliveriesOf(t, w, idle.ID)) == 0
+	})
+	for _, d := range old {
+		if log, err := w.m.store.attemptsOf(live.ID, d.ID); err != nil || len(log) != 0 {
+			t.Errorf("delivery %s: attempts %v left (%v)", d.ID, log, err)
+		}
+	}
+
+	t.Run("one step removes at most pruneBatch", func(t *testing.T) {
+		w := openWorld(t, "")
+		store := deliveryStore{w.store}
+		at := time.Now().Add(-48 * time.Hour)
+		var ds []*Delivery
+		for i := range pruneBatch + 44 {
+			ds = append(ds, &Delivery{ID: idFloor(PrefixDelivery, at.Add(time.Duration(i)*time.Millisecond))[:len(PrefixDelivery)+10] + fmt.Sprintf("%016d", i),
+				WebhookID: "wh_x", Status: StatusSucceeded, CreatedAt: at.Unix()})
+		}
+		if err := store.putWithCursor("wh_x", 1, ds); err != nil {
+			t.Fatal(err)
+		}
+		cutoff := time.Now().Add(-24 * time.Hour)
+		for i, want := range []struct {
+			more bool
+			left int
+		}{{true, 44}, {false, 0}} {
+			more, err := store.pruneStep("wh_x", cutoff, func(string) bool { return false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _, _ := store.page("wh_x", 1000, "")
+			if more != want.more || len(page) != want.left {
+				t.Errorf("step %d: more %v, %d left; want %v, %d", i+1, more, len(page), want.more, want.left)
+			}
+		}
+	})
+}
