@@ -68,6 +68,9 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 	if err != nil {
 		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)
 	}
+	if t := s.tenants[rec.Account]; t != nil {
+		t.events.add(rec.Seq)
+	}
 	s.seq = rec.Seq
 	return nil
 }
@@ -145,6 +148,7 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 		active: p.Status != AgentInactive, createdAt: now, updatedAt: now}
 	s.agents[id] = a
 	t.agents = append(t.agents, a)
+	t.stats.agentActive(false, a.active)
 	return nil
 }
 
@@ -164,7 +168,9 @@ func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
 		a.persona = *p.Persona
 	}
 	if p.Status != nil {
+		was := a.active
 		a.active = *p.Status != AgentInactive
+		a.tenant.stats.agentActive(was, a.active)
 	}
 	a.updatedAt = unix(rec.Time)
 	return nil
@@ -211,6 +217,7 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	a.sessions = append(a.sessions, ses)
 	c.sessions = append(c.sessions, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(ses)
+	t.stats.sessionStarted(ses.startedAt)
 	return nil
 }
 
@@ -237,6 +244,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 	}
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
+	ses.events = append(ses.events, rec.Seq)
 	return nil
 }
 
@@ -246,8 +254,13 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 		return err
 	}
 	s.keepSession(ses)
+	if !ses.hot {
+		ses.agent.tenant.hot.ReplaceOrInsert(ses)
+	}
 	ses.hot = true
 	ses.hotSignals = ses.signals
+	ses.events = append(ses.events, rec.Seq)
+	ses.agent.tenant.stats.leadHot(unix(rec.Time))
 	return nil
 }
 
@@ -258,6 +271,7 @@ func (ses *session) end(to sessionStatus, at int64) {
 	ses.status = to
 	ses.endedAt = at
 	t.byStatus[to].ReplaceOrInsert(ses)
+	t.stats.sessionEnded(to, ses.score, at)
 }
 
 func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted) error {
@@ -271,6 +285,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
 	ses.replayURL = p.ReplayURL
+	ses.events = append(ses.events, rec.Seq)
 	ses.end(completed, unix(rec.Time))
 	return nil
 }
@@ -288,6 +303,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	if p.ReplayURL != nil {
 		ses.replayURL = *p.ReplayURL
 	}
+	ses.events = append(ses.events, rec.Seq)
 	ses.end(abandoned, unix(rec.Time))
 	return nil
 }
@@ -302,6 +318,8 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 	}
 	s.keepSession(ses)
 	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
+	ses.events = append(ses.events, rec.Seq)
+	ses.agent.tenant.stats.meetingBooked(ses.agent, unix(rec.Time))
 	return nil
 }
 
