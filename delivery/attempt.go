@@ -17,6 +17,7 @@ type result struct {
 	status     int   // the receiver's answer; 0 when there was none
 	err        error // why there was no complete answer
 	retryAfter time.Duration
+	took       time.Duration // the exchange, as the attempt log shows it
 }
 
 // maxResponseBody is what is read of a receiver's answer: enough to reuse
@@ -36,8 +37,10 @@ type sender struct {
 
 // send POSTs d to t once. ctx ends the attempt early (the webhook was
 // deleted); the exchange's own deadline is the network's, on real time.
-func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) result {
-	r := result{id: d.ID}
+func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r result) {
+	r = result{id: d.ID}
+	start := time.Now() // a duration shown to people; the clock is for schedules
+	defer func() { r.took = time.Since(start) }()
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, t.URL, bytes.NewReader(d.Body))

@@ -31,6 +31,7 @@ type loop struct {
 	busy      map[string]bool      // attempt in flight
 	ready     []string             // pending and due now, oldest first
 	later     retryHeap            // pending and due later
+	hours     hourlyCounts         // attempts' outcomes of the current hours
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
@@ -247,7 +248,12 @@ func (l *loop) record(results ...result) error {
 	if len(changed) == 0 || l.ctx.Err() != nil {
 		return nil
 	}
-	if err := l.dp.store.put(l.t.ID, changed...); err != nil {
+	hours, err := l.hourPuts()
+	if err != nil {
+		return err
+	}
+	delFrom, delTo := l.hours.prune(l.t.ID)
+	if err := l.dp.store.putWith(l.t.ID, hours, delFrom, delTo, changed...); err != nil {
 		return err
 	}
 	for _, id := range ended {
@@ -269,6 +275,8 @@ func (l *loop) apply(r result) *Delivery {
 	}
 	now := l.dp.clock.Now()
 	v := l.retry.settle(d, r, now)
+	d.noteAttempt(now, r)
+	l.count(v, now)
 	l.dp.metrics.attempts.WithLabelValues(string(v)).Inc()
 	switch v {
 	case verdictSucceeded:

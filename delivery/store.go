@@ -33,6 +33,9 @@ type Delivery struct {
 	CreatedAt      int64  `msgpack:"ca"`
 	EventAt        int64  `msgpack:"t"` // the event's commit, unix ms
 	UpdatedAt      int64  `msgpack:"ua"`
+	// Log is the delivery's latest attempts, oldest first (outcomes.go);
+	// deliveries stored before it was kept have none.
+	Log []Attempt `msgpack:"l,omitempty"`
 }
 
 // Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
@@ -122,11 +125,17 @@ func (s deliveryStore) page(wh string, limit int, startingAfter string) ([]Deliv
 
 // put stores ds in one synced write.
 func (s deliveryStore) put(wh string, ds ...*Delivery) error {
+	return s.putWith(wh, nil, nil, nil, ds...)
+}
+
+// putWith stores ds and extra, and deletes the keys in [delFrom, delTo),
+// in one synced write.
+func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) error {
 	puts, err := encode(wh, ds)
 	if err != nil {
 		return err
 	}
-	return s.db.WriteSync(puts, nil, nil)
+	return s.db.WriteSync(append(puts, extra...), delFrom, delTo)
 }
 
 // putWithCursor stores ds and moves the webhook's cursor to cursor in one
@@ -135,6 +144,9 @@ func (s deliveryStore) putWithCursor(wh string, cursor uint64, ds []*Delivery) e
 	puts, err := encode(wh, ds)
 	if err != nil {
 		return err
+	}
+	for _, d := range ds {
+		puts = append(puts, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
 	}
 	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
 	return s.db.WriteSync(puts, nil, nil)
