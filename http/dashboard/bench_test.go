@@ -74,7 +74,14 @@ func newBenchAccount(b *testing.B, n int) *benchAccount {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { dp.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done; rv.Close(); p.Close(); log.Close(); store.Close() })
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		rv.Close()
+		p.Close()
+		log.Close()
+		store.Close()
+	})
 
 	account, _ := p.AccountByID(acc)
 	key, err := p.CreateKey(ctx, "cli", acc)
