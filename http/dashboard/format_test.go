@@ -15,7 +15,7 @@ func TestOnlyHTTPURLsBecomeLinks(t *testing.T) {
 		"vbscript:msgbox":                "",
 		"https:///no-host":               "",
 		"ftp://files.example.com/replay": "",
-		"https://ok.example.com/a b":     "",
+		"https://ok.example.com/a b":     "https://ok.example.com/a%20b",
 		"https://x.example.com/?a=<b>":   "https://x.example.com/?a=<b>",
 	} {
 		if got := httpURL(in); got != want {
