@@ -89,7 +89,8 @@ var auditTypes = []string{
 	projections.TypeSessionStarted, projections.TypeSessionProgressed, projections.TypeLeadHot,
 	projections.TypeSessionCompleted, projections.TypeSessionAbandoned, projections.TypeMeetingBooked,
 	projections.TypeWebhookRegistered, projections.TypeWebhookDeleted, projections.TypeWebhookDisabled,
-	"user.created", "user.setup_issued", "user.password_set", "user.signed_in", "user.signed_out", "user.disabled",
+	projections.TypeUserCreated, projections.TypeUserSetupIssued, projections.TypeUserPasswordSet,
+	projections.TypeUserSignedIn, projections.TypeUserSignedOut, projections.TypeUserDisabled,
 }
 
 type auditRow struct {
