@@ -326,10 +326,10 @@ func TestDashboardInABrowser(t *testing.T) {
 				t.Errorf("navigation lacks %q", item)
 			}
 		}
-		if !strings.Contains(p.body(), "placeholder") {
-			t.Error("the overview does not say it is a placeholder")
+		if !strings.Contains(p.body(), "agents active") {
+			t.Error("the overview shows no counters")
 		}
-		p.screenshot("overview")
+		p.screenshot("overview-first-run")
 		c := p.sessionCookie()
 		if c == nil || !c.HTTPOnly || c.SameSite != network.CookieSameSiteLax {
 			t.Errorf("session cookie %+v, want HttpOnly and SameSite=Lax", c)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"demosvc/config"
+	"demosvc/delivery"
+	demohttp "demosvc/http"
 	"demosvc/http/dashboard"
 	"demosvc/projections"
 
@@ -15,11 +17,12 @@ import (
 
 // newDashboard returns the dashboard serve mounts on the API's address,
 // or nil when dashboard.enabled is off.
-func newDashboard(cfg *config.Config, state *projections.Projections, logger *slog.Logger, clock func() time.Time) nethttp.Handler {
+func newDashboard(cfg *config.Config, state *projections.Projections, logger *slog.Logger, clock func() time.Time,
+	deliveries *delivery.Dispatcher, health *demohttp.Health) nethttp.Handler {
 	if !cfg.Dashboard.Enabled {
 		return nil
 	}
-	return dashboard.New(dashboard.Deps{State: state, Config: cfg, Logger: logger, Clock: clock})
+	return dashboard.New(dashboard.Deps{State: state, Config: cfg, Logger: logger, Clock: clock, Deliveries: deliveries, Health: health})
 }
 
 // dashboardURL is the base of printed dashboard links: dashboard.public_url,

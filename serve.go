@@ -173,7 +173,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
 		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
-		Dashboard: newDashboard(cfg, state, logger, ids.Now)}))
+		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health)}))
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 

@@ -36,6 +36,7 @@ type loop struct {
 	failingVersion uint64                             // the target version failing was counted for
 	throttle       throttle                           // rate_limit_per_second
 	nextPrune      time.Time                          // the next retention step (retention.go)
+	hours          hourlyCounts                       // attempts' outcomes of the current hours
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
@@ -289,8 +290,13 @@ func (l *loop) record(results ...result) error {
 	if len(changed) == 0 || l.ctx.Err() != nil {
 		return nil
 	}
-	attempts = append(attempts, failingPut(l.t.ID, failing, version))
-	if err := l.dp.store.putWith(l.t.ID, changed, attempts); err != nil {
+	hours, err := l.hourPuts()
+	if err != nil {
+		return err
+	}
+	attempts = append(append(attempts, hours...), failingPut(l.t.ID, failing, version))
+	delFrom, delTo := l.hours.prune(l.t.ID)
+	if err := l.dp.store.putWith(l.t.ID, attempts, delFrom, delTo, changed...); err != nil {
 		return err
 	}
 	l.failing, l.failingVersion = failing, version
@@ -316,6 +322,7 @@ func (l *loop) apply(r result) *Delivery {
 	}
 	now := l.dp.clock.Now()
 	v := l.retry.settle(d, r, now)
+	l.count(v, now)
 	l.dp.metrics.attempts.WithLabelValues(string(v)).Inc()
 	switch v {
 	case verdictSucceeded:
@@ -345,7 +352,7 @@ func (l *loop) disable(reason, detail string) error {
 	}
 	// The failing mark goes with them: enabled again, the webhook
 	// starts a new count.
-	if err := l.dp.store.putWith(l.t.ID, failed, []eventlog.Put{failingPut(l.t.ID, 0, 0)}); err != nil {
+	if err := l.dp.store.putWith(l.t.ID, []eventlog.Put{failingPut(l.t.ID, 0, 0)}, nil, nil, failed...); err != nil {
 		return err
 	}
 	for _, d := range failed {

@@ -144,6 +144,9 @@ func (l *loop) failingFor(version uint64) int64 {
 func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) (eventlog.Put, error) {
 	d.Serial++
 	r.detail.N = d.Serial
+	if r.detail.Error == "" && d.Status != StatusSucceeded {
+		r.detail.Error = d.LastError // an answer that is not 2xx, in words
+	}
 	if d.Status == StatusSucceeded {
 		*failing = 0
 	} else if *failing == 0 {
@@ -177,16 +180,6 @@ func (s deliveryStore) failingSince(wh string, version uint64) (int64, error) {
 		return 0, err
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
-}
-
-// putWith stores ds and the other puts of the same step in one synced
-// write.
-func (s deliveryStore) putWith(wh string, ds []*Delivery, more []eventlog.Put) error {
-	puts, err := encode(wh, ds)
-	if err != nil {
-		return err
-	}
-	return s.db.WriteSync(append(puts, more...), nil, nil)
 }
 
 // throttle is a token bucket of rate_limit_per_second on the delivery

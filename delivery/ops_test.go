@@ -608,6 +608,18 @@ func TestRetentionPrunes(t *testing.T) {
 		if log, err := w.m.store.attemptsOf(live.ID, d.ID); err != nil || len(log) != 0 {
 			t.Errorf("delivery %s: attempts %v left (%v)", d.ID, log, err)
 		}
+		if byEvent, err := w.m.DeliveriesOfEvent(live.ID, d.Seq); err != nil || len(byEvent) != 0 {
+			t.Errorf("seq %d: still indexed to %v (%v)", d.Seq, byEvent, err)
+		}
+		var indexed int
+		_ = w.store.Scan(eventIndexKey(live.ID, d.Seq, ""), func(_, _ []byte) error { indexed++; return nil })
+		if indexed != 0 {
+			t.Errorf("seq %d: %d event index keys left", d.Seq, indexed)
+		}
+	}
+	kept := deliveriesOf(t, w, live.ID)[0]
+	if byEvent, err := w.m.DeliveriesOfEvent(live.ID, kept.Seq); err != nil || len(byEvent) != 1 {
+		t.Errorf("the kept delivery %s: indexed to %v (%v), want itself", kept.ID, byEvent, err)
 	}
 
 	t.Run("one step removes at most pruneBatch", func(t *testing.T) {

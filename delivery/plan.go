@@ -164,6 +164,9 @@ func (dp *Dispatcher) firstAtOrAfter(t time.Time, head uint64) (uint64, error) {
 type Filter struct {
 	Status, Event string
 	Since, Until  time.Time
+	// Budget bounds the deliveries examined that do not match; 0: none.
+	// The dashboard sets it so a page costs what it shows.
+	Budget int
 }
 
 func (f Filter) matches(d *Delivery) bool {
@@ -173,8 +176,8 @@ func (f Filter) matches(d *Delivery) bool {
 }
 
 // DeliveriesWhere is Deliveries with a filter: the page holds only
-// deliveries that match. Ids sort by creation, so the time range bounds
-// the scan; a filter on status or event reads past the ones it skips.
+// deliveries that match, and more says another follows. A startingAfter
+// that is no delivery of wh is ErrNoDelivery.
 func (dp *Dispatcher) DeliveriesWhere(wh string, limit int, startingAfter string, f Filter) ([]Delivery, bool, error) {
 	if f == (Filter{}) {
 		return dp.Deliveries(wh, limit, startingAfter)
@@ -187,6 +190,17 @@ func (dp *Dispatcher) DeliveriesWhere(wh string, limit int, startingAfter string
 			return nil, false, err
 		}
 	}
+	ds, next, _, err := dp.SearchDeliveries(wh, limit, startingAfter, f)
+	return ds, next != "", err
+}
+
+// SearchDeliveries returns at most limit deliveries of wh that match f,
+// most recent first, before startingAfter ("": the most recent). next is
+// where the following page starts ("" at the end); partial says f.Budget
+// ran out before the page was full. Ids sort by creation, so the time
+// range bounds the scan; a filter on status or event reads past the ones
+// it skips, up to the budget.
+func (dp *Dispatcher) SearchDeliveries(wh string, limit int, startingAfter string, f Filter) (ds []Delivery, next string, partial bool, err error) {
 	var before []byte
 	if startingAfter != "" {
 		before = deliveryKey(wh, startingAfter)
@@ -202,10 +216,9 @@ func (dp *Dispatcher) DeliveriesWhere(wh string, limit int, startingAfter string
 	if !f.Since.IsZero() {
 		sinceKey = string(deliveryKey(wh, idFloor(PrefixDelivery, f.Since.Add(-time.Second))))
 	}
-	var out []Delivery
-	more := false
+	examined := 0
 	var decodeErr error
-	err := dp.store.db.ScanReverse(deliveryPrefix(wh), before, func(k, v []byte) bool {
+	err = dp.store.db.ScanReverse(deliveryPrefix(wh), before, func(k, v []byte) bool {
 		if sinceKey != "" && string(k) < sinceKey {
 			return false
 		}
@@ -214,20 +227,28 @@ func (dp *Dispatcher) DeliveriesWhere(wh string, limit int, startingAfter string
 			decodeErr = err
 			return false
 		}
-		if !f.matches(&d) {
+		if f.matches(&d) {
+			if len(ds) == limit {
+				next = ds[len(ds)-1].ID
+				return false
+			}
+			ds = append(ds, d)
 			return true
 		}
-		if len(out) == limit {
-			more = true
+		if examined++; f.Budget > 0 && examined >= f.Budget {
+			if len(ds) == limit { // a full page: the next may be empty
+				next = ds[len(ds)-1].ID
+			} else {
+				next, partial = d.ID, true
+			}
 			return false
 		}
-		out = append(out, d)
 		return true
 	})
 	if err == nil {
 		err = decodeErr
 	}
-	return out, more, err
+	return ds, next, partial, err
 }
 
 // NewDeliveryID mints a delivery id on the dispatcher's clock, as the

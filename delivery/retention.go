@@ -37,12 +37,13 @@ func idFloor(prefix string, t time.Time) string {
 // created before cutoff, and their attempts, stopping at the first one
 // that is younger or that keep holds (a delivery pending in a loop's
 // memory). Delivery ids sort by creation, so what it removes is a run at
-// the start of the keyspace: two range deletions, attempts first (a crash
-// between leaves deliveries without attempts, which the next step
-// removes). It reports whether more may remain.
+// the start of the keyspace: range deletions, attempts and the event index
+// first, deliveries last (a crash between leaves deliveries without
+// attempts, which the next step removes). It reports whether more may remain.
 func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id string) bool) (bool, error) {
 	prefix := deliveryPrefix(wh)
 	var firstKept string
+	var lastSeq uint64 // the highest event seq of the removed deliveries
 	n := 0
 	err := s.db.Scan(prefix, func(k, v []byte) error {
 		id := string(k[len(prefix):])
@@ -55,6 +56,7 @@ func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id strin
 			return errStop
 		}
 		n++
+		lastSeq = max(lastSeq, d.Seq)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
@@ -72,6 +74,12 @@ func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id strin
 		return append(append(webhookPrefix(wh), space), firstKept...)
 	}
 	if err := s.db.WriteSync(nil, append(webhookPrefix(wh), 'a'), end('a')); err != nil {
+		return false, err
+	}
+	// The event index (outcomes.go) up to the removed deliveries' events:
+	// a replayed delivery of an older event, younger than these, loses its
+	// place on the session timeline, not its delivery.
+	if err := s.db.WriteSync(nil, append(webhookPrefix(wh), 's'), eventIndexKey(wh, lastSeq+1, "")); err != nil {
 		return false, err
 	}
 	if err := s.db.WriteSync(nil, prefix, end('r')); err != nil {

@@ -125,11 +125,17 @@ func (s deliveryStore) page(wh string, limit int, startingAfter string) ([]Deliv
 
 // put stores ds in one synced write.
 func (s deliveryStore) put(wh string, ds ...*Delivery) error {
+	return s.putWith(wh, nil, nil, nil, ds...)
+}
+
+// putWith stores ds and extra, and deletes the keys in [delFrom, delTo),
+// in one synced write.
+func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) error {
 	puts, err := encode(wh, ds)
 	if err != nil {
 		return err
 	}
-	return s.db.WriteSync(puts, nil, nil)
+	return s.db.WriteSync(append(puts, extra...), delFrom, delTo)
 }
 
 // putWithCursor stores ds and moves the webhook's cursor to cursor in one
@@ -138,6 +144,9 @@ func (s deliveryStore) putWithCursor(wh string, cursor uint64, ds []*Delivery) e
 	puts, err := encode(wh, ds)
 	if err != nil {
 		return err
+	}
+	for _, d := range ds {
+		puts = append(puts, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
 	}
 	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
 	return s.db.WriteSync(puts, nil, nil)

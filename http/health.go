@@ -54,6 +54,16 @@ func (h *Health) Verify(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
+// ChainStatus returns what the background verification has found so far:
+// the highest seq whose hash chain it checked, the log's durable head, and
+// the break it found ("" when none). The dashboard's audit page shows it.
+func (h *Health) ChainStatus() (verified, head uint64, damage string) {
+	if d := h.damage.Load(); d != nil {
+		damage = *d
+	}
+	return h.verified.Load(), h.log.DurableSeq(), damage
+}
+
 // Collectors returns the gauges of the log's health.
 func (h *Health) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{

@@ -78,6 +78,9 @@ func (s *State) apply(rec *eventlog.Record, payload any) error {
 	if err != nil {
 		return fmt.Errorf("seq %d (%s): %w", rec.Seq, rec.Type, err)
 	}
+	if t := s.tenants[rec.Account]; t != nil {
+		t.events.add(rec.Seq)
+	}
 	s.seq = rec.Seq
 	return nil
 }
@@ -155,6 +158,7 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 		active: p.Status != AgentInactive, createdAt: now, updatedAt: now}
 	s.agents[id] = a
 	t.agents = append(t.agents, a)
+	t.stats.agentActive(false, a.active)
 	return nil
 }
 
@@ -174,7 +178,9 @@ func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
 		a.persona = *p.Persona
 	}
 	if p.Status != nil {
+		was := a.active
 		a.active = *p.Status != AgentInactive
+		a.tenant.stats.agentActive(was, a.active)
 	}
 	a.updatedAt = unix(rec.Time)
 	return nil
@@ -221,6 +227,7 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	a.sessions = append(a.sessions, ses)
 	c.sessions = append(c.sessions, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(ses)
+	t.stats.sessionStarted(ses.startedAt)
 	return nil
 }
 
@@ -247,6 +254,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 	}
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
+	ses.events = append(ses.events, rec.Seq)
 	return nil
 }
 
@@ -256,8 +264,13 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 		return err
 	}
 	s.keepSession(ses)
+	if !ses.hot {
+		ses.agent.tenant.hot.ReplaceOrInsert(ses)
+	}
 	ses.hot = true
 	ses.hotSignals = ses.signals
+	ses.events = append(ses.events, rec.Seq)
+	ses.agent.tenant.stats.leadHot(unix(rec.Time))
 	return nil
 }
 
@@ -268,6 +281,7 @@ func (ses *session) end(to sessionStatus, at int64) {
 	ses.status = to
 	ses.endedAt = at
 	t.byStatus[to].ReplaceOrInsert(ses)
+	t.stats.sessionEnded(to, ses.score, at)
 }
 
 func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted) error {
@@ -281,6 +295,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
 	ses.replayURL = p.ReplayURL
+	ses.events = append(ses.events, rec.Seq)
 	ses.end(completed, unix(rec.Time))
 	return nil
 }
@@ -298,6 +313,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	if p.ReplayURL != nil {
 		ses.replayURL = *p.ReplayURL
 	}
+	ses.events = append(ses.events, rec.Seq)
 	ses.end(abandoned, unix(rec.Time))
 	return nil
 }
@@ -312,6 +328,8 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 	}
 	s.keepSession(ses)
 	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
+	ses.events = append(ses.events, rec.Seq)
+	ses.agent.tenant.stats.meetingBooked(ses.agent, unix(rec.Time))
 	return nil
 }
 

@@ -80,7 +80,12 @@ type tenant struct {
 	emails   map[string]*contact
 	sessions []*session // creation order
 	byStatus [statusCount]*btree.BTreeG[*session]
-	webhooks []*webhook // registration order; deleted ones removed
+	webhooks []*webhook              // registration order; deleted ones removed
+	hot      *btree.BTreeG[*session] // sessions whose lead turned hot, by seq
+	stats    tenantStats             // the overview's counters (stats.go)
+	// events are the seqs of every record of the account: the audit log
+	// and its export read them newest first (seqindex.go).
+	events seqList
 }
 
 // emailKey is how a tenant indexes its contacts' e-mails: compared
@@ -89,9 +94,11 @@ func emailKey(email string) string { return strings.ToLower(email) }
 
 func newTenant(a *Account) *tenant {
 	t := &tenant{account: a, emails: map[string]*contact{}}
+	bySeq := func(a, b *session) bool { return a.seq < b.seq }
 	for i := range t.byStatus {
-		t.byStatus[i] = btree.NewG(32, func(a, b *session) bool { return a.seq < b.seq })
+		t.byStatus[i] = btree.NewG(32, bySeq)
 	}
+	t.hot = btree.NewG(32, bySeq)
 	return t
 }
 
@@ -106,6 +113,7 @@ type agent struct {
 	createdAt  int64
 	updatedAt  int64
 	sessions   []*session // creation order
+	meetings   uint32     // meetings booked in its sessions
 }
 
 type contact struct {
@@ -138,6 +146,9 @@ type session struct {
 	// hotSignals are the signals when the lead turned hot: the lead.hot
 	// webhook carries them, whatever came after.
 	hotSignals [3]uint8
+	// events are the seqs of the session's records after session.started
+	// (progress, lead.hot, the end, the meeting): its timeline.
+	events []uint64
 }
 
 type meeting struct {

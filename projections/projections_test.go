@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,12 +162,21 @@ func dump(s *State) string {
 		}
 		for _, ses := range t.sessions {
 			fmt.Fprintf(&b, "%s\n", ses.appendJSON(nil))
-			fmt.Fprintf(&b, " hot %v %v meeting %+v\n", ses.hot, ses.hotSignals, ses.meeting)
+			fmt.Fprintf(&b, " hot %v %v meeting %+v events %v\n", ses.hot, ses.hotSignals, ses.meeting, ses.events)
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())
 			fmt.Fprintf(&b, " webhook seq %d secret %x previous %x until %d skip to %d version %d\n", w.seq, w.secret, w.prevSecret, w.prevUntil, w.skipTo, w.version)
 		}
+		fmt.Fprintf(&b, " active agents %d, hot:", t.stats.activeAgents)
+		t.hot.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })
+		for _, d := range slices.Sorted(maps.Keys(t.stats.days)) {
+			fmt.Fprintf(&b, "\n day %d %+v", d, *t.stats.days[d])
+		}
+		for _, ag := range t.agents {
+			fmt.Fprintf(&b, "\n agent meetings %d", ag.meetings)
+		}
+		fmt.Fprintf(&b, "\n events %v\n", t.events.seqsBefore(0, t.events.len()))
 		for st, tree := range t.byStatus {
 			fmt.Fprintf(&b, " status %d:", st)
 			tree.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })

@@ -14,7 +14,11 @@ import (
 )
 
 // snapshotVersion changes whenever the state's layout does: a snapshot of
-// another version is ignored and the log replayed in full.
+// another version is ignored and the log replayed in full. Version 7 adds
+// the overview's per-day counters, each session's event seqs and each
+// account's event seqs, which a version-6 snapshot cannot give (it has no
+// time of a lead.hot or a meeting): the first start after an upgrade
+// replays the log once, and its snapshot is of version 7.
 const snapshotVersion = 7
 
 // snapshotChunk bounds one stored value of a snapshot.
@@ -119,6 +123,12 @@ func (w *snapWriter) session(ses *session) {
 		w.uint(ses.meeting.seq)
 	} else {
 		w.bool(false)
+	}
+	w.len(len(ses.events))
+	prev := ses.seq
+	for _, seq := range ses.events {
+		w.uint(seq - prev)
+		prev = seq
 	}
 }
 
@@ -301,6 +311,14 @@ func decodeSnapshot(b []byte) (*State, error) {
 			if r.bool() {
 				ses.meeting = &meeting{scheduledAt: r.str(), calendarLink: r.str(), seq: r.uint()}
 			}
+			if n := r.len(); n > 0 {
+				ses.events = make([]uint64, n)
+				prev := ses.seq
+				for j := range ses.events {
+					prev += r.uint()
+					ses.events[j] = prev
+				}
+			}
 			if r.err != nil {
 				break
 			}
@@ -312,6 +330,9 @@ func decodeSnapshot(b []byte) (*State, error) {
 			ses.agent.sessions = append(ses.agent.sessions, ses)
 			ses.contact.sessions = append(ses.contact.sessions, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(ses)
+			if ses.hot {
+				t.hot.ReplaceOrInsert(ses)
+			}
 		}
 		t.webhooks = make([]*webhook, r.len())
 		for i := range t.webhooks {
@@ -330,6 +351,11 @@ func decodeSnapshot(b []byte) (*State, error) {
 			wh.prevUntil, wh.skipTo, wh.version = r.int(), r.uint(), r.uint()
 			t.webhooks[i] = wh
 			s.webhooks[wh.id] = wh
+		}
+		r.days(&t.stats)
+		r.seqs(&t.events)
+		if r.err == nil {
+			t.deriveStats()
 		}
 	}
 	// Dashboard users: one block at the end (usersnapshot.go).

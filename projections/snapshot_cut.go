@@ -65,6 +65,9 @@ type cutTenant struct {
 	contacts []*contact
 	sessions []*session
 	webhooks []webhook
+	days     map[int32]dayStats // copied: they change with every session
+	events   *seqList           // append-only: its first nEvents are the cut's
+	nEvents  int
 }
 
 // cutAt returns the cut of s at its seq. The caller holds s at least
@@ -78,7 +81,8 @@ func (s *State) cutAt() *snapCut {
 		c.accounts[i] = *a
 		t := s.tenants[a.ID]
 		ct := cutTenant{agents: t.agents[:len(t.agents):len(t.agents)], contacts: t.contacts[:len(t.contacts):len(t.contacts)],
-			sessions: t.sessions[:len(t.sessions):len(t.sessions)], webhooks: make([]webhook, len(t.webhooks))}
+			sessions: t.sessions[:len(t.sessions):len(t.sessions)], webhooks: make([]webhook, len(t.webhooks)),
+			days: t.stats.copyDays(), events: &t.events, nEvents: t.events.len()}
 		for j, wh := range t.webhooks {
 			ct.webhooks[j] = *wh
 		}
@@ -166,6 +170,8 @@ func (c *snapCut) encode(step int, between func()) ([]byte, error) {
 		for i := range t.webhooks {
 			w.webhook(&t.webhooks[i])
 		}
+		w.days(t.days)
+		w.seqs(t.events, t.nEvents, tick)
 	}
 	// Dashboard users: one block at the end (usersnapshot.go).
 	w.buf = append(w.buf, c.users...)

@@ -226,3 +226,7 @@ func checkRateLimit(n int) error {
 	}
 	return nil
 }
+
+// WebhookEventNames returns the events a webhook may subscribe to, sorted:
+// the dashboard's registration form offers them.
+func WebhookEventNames() []string { return slices.Clone(webhookEvents) }

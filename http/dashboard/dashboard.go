@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"demosvc/config"
+	"demosvc/delivery"
 	demohttp "demosvc/http"
 	"demosvc/projections"
 )
@@ -22,6 +23,12 @@ type Deps struct {
 	Config *config.Config           // required
 	Logger *slog.Logger             // nil discards
 	Clock  func() time.Time         // nil means time.Now
+	// Deliveries answers the webhooks' attempt logs and retries; nil: the
+	// webhook pages say deliveries are not available.
+	Deliveries *delivery.Dispatcher
+	// Health tells the audit page how far the log's chain is verified;
+	// nil: the status line says it is not known.
+	Health *demohttp.Health
 }
 
 // Dashboard is the dashboard's http.Handler. Every route runs behind
@@ -83,10 +90,20 @@ func (db *Dashboard) routes() http.Handler {
 	admin := func(pattern string, h func(http.ResponseWriter, *http.Request, *caller)) {
 		mux.HandleFunc(pattern, db.signedIn(h, true))
 	}
-	signed("GET /{$}", db.placeholder("overview", "Overview"))
-	signed("GET /sessions", db.placeholder("sessions", "Sessions"))
-	signed("GET /contacts", db.placeholder("contacts", "Contacts"))
-	signed("GET /webhooks", db.placeholder("webhooks", "Webhooks"))
+	signed("GET /{$}", db.handleOverview)
+	signed("GET /sessions", db.handleSessions)
+	signed("GET /sessions/{id}", db.handleSession)
+	signed("GET /contacts", db.handleContacts)
+	signed("GET /contacts/{id}", db.handleContact)
+	signed("GET /webhooks", db.handleWebhooks)
+	admin("GET /webhooks/new", db.handleNewWebhookForm)
+	admin("POST /webhooks", db.handleCreateWebhook)
+	signed("GET /webhooks/{id}", db.handleWebhook)
+	admin("GET /webhooks/{id}/delete", db.handleDeleteWebhookForm)
+	admin("POST /webhooks/{id}/delete", db.handleDeleteWebhook)
+	admin("POST /webhooks/{id}/deliveries/{dlv}/retry", db.handleRetryDelivery)
+	admin("GET /audit", db.handleAudit)
+	admin("GET /audit/export", db.handleAuditExport)
 
 	signed("GET /agents", db.handleAgents)
 	admin("GET /agents/new", db.handleNewAgentForm)

@@ -9,12 +9,6 @@ import (
 	"demosvc/projections"
 )
 
-func (db *Dashboard) placeholder(section, title string) func(http.ResponseWriter, *http.Request, *caller) {
-	return func(w http.ResponseWriter, r *http.Request, c *caller) {
-		db.render(w, r, http.StatusOK, "placeholder", view{Title: title, Section: section})
-	}
-}
-
 func (db *Dashboard) handleSettings(w http.ResponseWriter, r *http.Request, c *caller) {
 	db.render(w, r, http.StatusOK, "settings", view{Title: "Settings", Section: "settings"})
 }

@@ -1,0 +1,144 @@
+package projections
+
+import (
+	"encoding/hex"
+	"time"
+
+	"demosvc/eventlog"
+)
+
+// Reads of the log by the dashboard: a session's timeline and an account's
+// audit log. Both find their records through the seq indexes apply keeps
+// (a session's events, an account's events), so the work is the records
+// shown, never a scan of the log; the records themselves are read from the
+// log outside the state's lock.
+
+// maxTimeline bounds the events a session's timeline shows: the first one
+// (its start) and the latest ones.
+const maxTimeline = 200
+
+// SessionTimeline returns the seqs of the records of one session of
+// account, oldest first: the contact.created its start caused (a contact
+// is created by its first session), session.started, and every later event
+// of the session (at most maxTimeline in all: the start and the latest).
+func (p *Projections) SessionTimeline(account, sessionID string) ([]uint64, error) {
+	return one(p, sessionKind, account, sessionID, func(ses *session) []uint64 {
+		out := make([]uint64, 0, 2+min(len(ses.events), maxTimeline))
+		if c := ses.contact; len(c.sessions) > 0 && c.sessions[0] == ses && c.seq < ses.seq {
+			out = append(out, c.seq)
+		}
+		out = append(out, ses.seq)
+		ev := ses.events
+		if len(ev) > maxTimeline {
+			ev = ev[len(ev)-maxTimeline:]
+		}
+		return append(out, ev...)
+	})
+}
+
+// AccountEventSeqs returns at most max seqs of account's records below
+// before (0: from the newest), newest first.
+func (p *Projections) AccountEventSeqs(account string, before uint64, max int) []uint64 {
+	var out []uint64
+	p.View(func(s *State) {
+		if t := s.tenants[account]; t != nil {
+			out = t.events.seqsBefore(before, max)
+		}
+	})
+	return out
+}
+
+// AccountEventsAfter returns at most max seqs of account's records above
+// after, oldest first: an export's next batch.
+func (p *Projections) AccountEventsAfter(account string, after uint64, max int) []uint64 {
+	var out []uint64
+	p.View(func(s *State) {
+		t := s.tenants[account]
+		if t == nil {
+			return
+		}
+		for i := t.events.search(after + 1); i < t.events.len() && len(out) < max; i++ {
+			out = append(out, t.events.at(i))
+		}
+	})
+	return out
+}
+
+// AccountSeqAt returns the seq of account's last record at or before at,
+// found by a binary search over its records' times (about 20 reads for
+// millions of records); 0 when there is none.
+func (p *Projections) AccountSeqAt(account string, at time.Time) (uint64, error) {
+	var n int
+	p.View(func(s *State) {
+		if t := s.tenants[account]; t != nil {
+			n = t.events.len()
+		}
+	})
+	seqAt := func(i int) (seq uint64) {
+		p.View(func(s *State) { seq = s.tenants[account].events.at(i) })
+		return seq
+	}
+	lo, hi := 0, n // the first record after at
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		var after bool
+		if err := p.log.Read(seqAt(m), seqAt(m), func(rec *eventlog.Record) error {
+			after = rec.Time.After(at)
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		if after {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == 0 {
+		return 0, nil
+	}
+	return seqAt(lo - 1), nil
+}
+
+// Records calls fn with each record of seqs (in the order given) of
+// account, as `demosvc log` shows it (sealed values as "[sealed]"), with
+// its hash, until fn returns false. A record of another account is never
+// passed to fn. Seqs close together are read with one iterator.
+func (p *Projections) Records(account string, seqs []uint64, fn func(*eventlog.JSONRecord) bool) error {
+	reg := p.log.Registry()
+	stop := false
+	emit := func(rec *eventlog.Record) error {
+		if stop || rec.Account != account {
+			return nil
+		}
+		j, err := reg.ToJSON(rec, false)
+		if err != nil {
+			return err
+		}
+		j.Hash = hex.EncodeToString(rec.Hash[:])
+		stop = !fn(j)
+		return nil
+	}
+	for i := 0; i < len(seqs) && !stop; {
+		// A run of seqs that are increasing and dense is one range read.
+		j := i + 1
+		for j < len(seqs) && seqs[j] > seqs[j-1] && seqs[j]-seqs[i] < 4*uint64(j-i+1) {
+			j++
+		}
+		lo, hi := seqs[i], seqs[j-1]
+		want := map[uint64]bool{}
+		for _, s := range seqs[i:j] {
+			want[s] = true
+		}
+		if err := p.log.Read(lo, hi, func(rec *eventlog.Record) error {
+			if !want[rec.Seq] {
+				return nil
+			}
+			return emit(rec)
+		}); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
