@@ -46,6 +46,11 @@ func (l *Log) Begin() (*Txn, error) {
 			l.head.Unlock()
 			return nil, err
 		}
+	} else if l.replPos.Load() > 0 {
+		// A cluster node's copy opened on its own (a CLI command while
+		// serve is down): a write here would fork it from the cluster.
+		l.head.Unlock()
+		return nil, fmt.Errorf("%w: %s holds a copy of a cluster's log; write through a running cluster node", ErrNotWriter, l.db.Dir())
 	}
 	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.next, hash: l.lastHash}, nil
 }
