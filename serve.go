@@ -214,6 +214,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		api = demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
 			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, Logger: logger})
 	}
+	if node != nil {
+		// Ready once this node holds what the cluster held when it came
+		// up: a load balancer then never sends a read to a node far behind.
+		if err := node.CatchUp(c.ctx, log); err != nil {
+			apiSrv.Close()
+			return fmt.Errorf("catching up with the cluster's log: %w", err)
+		}
+	}
 	addr.To(api)
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)

@@ -91,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		case <-ctx.Done():
 			n.Close()
 			return nil, fmt.Errorf("creating the stream %s: %w (last error: %v)", StreamName, ctx.Err(), err)
-		case <-time.After(time.Second): // retry pace while peers start
+		case <-time.After(500 * time.Millisecond): // retry pace while peers start
 		}
 	}
 	n.writer = &lease{kv: n.kv, key: "writer", ttl: cfg.LeaseTTL}
@@ -101,7 +101,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 // ensure creates the stream and the bucket, or finds them.
 func (n *Node) ensure(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Short attempts: while the cluster elects its meta leader a request
+	// may go unanswered, and the next one may be answered at once.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	stream, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
@@ -111,7 +113,6 @@ func (n *Node) ensure(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgSize:  maxPayload,
-		Duplicates:  time.Minute,
 		DenyDelete:  true,
 		DenyPurge:   true,
 		Description: "demosvc event log: one message per committed transaction",
@@ -225,4 +226,21 @@ func (n *Node) Close() {
 		n.srv.Shutdown()
 		n.srv.WaitForShutdown()
 	}
+}
+
+// CatchUp waits until this node has applied every entry the stream held
+// when it was called, or ctx is done.
+func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
+	head, err := n.Head(ctx)
+	if err != nil {
+		return err
+	}
+	for log.ReplPos() < head {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("applied position %d of %d: %w", log.ReplPos(), head, ctx.Err())
+		case <-time.After(5 * time.Millisecond): // polling the follower's progress
+		}
+	}
+	return nil
 }

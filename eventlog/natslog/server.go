@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -65,9 +66,13 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		StoreDir:     filepath.Join(cfg.DataDir, ServerDir),
 		SyncAlways:   true,
 		SyncInterval: 2 * time.Minute, // what `sync_interval: always` sets beside SyncAlways
-		Cluster:      server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port},
-		Routes:       routes,
 		NoSigs:       true,
+	}
+	if len(routes) > 0 {
+		// Without routes the server runs JetStream on its own: a cluster
+		// of one (replicas 1), for trying things out; it cannot grow later.
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
+		opts.Routes = routes
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -105,6 +110,15 @@ type serverLogger struct{ l *slog.Logger }
 func (s serverLogger) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
 func (s serverLogger) Warnf(format string, v ...any)   { s.l.Warn(fmt.Sprintf(format, v...)) }
 func (s serverLogger) Fatalf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Debugf(format string, v ...any)  {}
-func (s serverLogger) Tracef(format string, v ...any)  {}
+func (s serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.HasPrefix(msg, "Error trying to connect to route") {
+		// Every second while a peer is down: expected, and `demosvc
+		// cluster status` tells the story better.
+		s.l.Debug(msg)
+		return
+	}
+	s.l.Error(msg)
+}
+func (s serverLogger) Debugf(format string, v ...any) {}
+func (s serverLogger) Tracef(format string, v ...any) {}
