@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,6 +83,8 @@ func startProcs(t testing.TB, nodes int, clustered bool, extraEnv ...string) *pr
 		"DEMOSVC_CLUSTER_LEASE_TTL=3s", "DEMOSVC_CLUSTER_READ_WAIT=20s", "DEMOSVC_PLANS_PRO=1000000",
 		"DEMOSVC_DELIVERY_ALLOW_PRIVATE_NETWORKS=true", "DEMOSVC_DELIVERY_BACKOFF=1s", "DEMOSVC_DELIVERY_BACKOFF_FACTOR=1",
 		"DEMOSVC_DELIVERY_MAX_RETRIES=10", "DEMOSVC_LOG_LEVEL=warn",
+		// The same on every node: one node seals a webhook's secret, another may deliver.
+		"DEMOSVC_SECRETS_MASTER_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
 	}, extraEnv...)
 	for i := range c.nodes {
 		c.start(i)
@@ -501,8 +504,16 @@ func TestClusterFailover(t *testing.T) {
 // resumed it takes no write: writes sent to it are forwarded to the new
 // writer or refused, and the logs stay one.
 func TestClusterStaleWriter(t *testing.T) {
-	c := newProcCluster(t)
+	c := newProcCluster(t, "DEMOSVC_CLUSTER_READ_WAIT=1s")
 	old := c.waitHolder("writer", -1)
+	// X-Min-Seq: a bad one is a 400; one no node has reached waits
+	// cluster.read_wait, then 503.
+	if status, body, _, _ := c.do(old, http.MethodGet, "/v1/agents", "", "X-Min-Seq", "soon"); status != http.StatusBadRequest {
+		t.Errorf("X-Min-Seq: soon: %d %s", status, body)
+	}
+	if status, body, _, _ := c.do((old+1)%3, http.MethodGet, "/v1/agents", "", "X-Min-Seq", "1000000"); status != http.StatusServiceUnavailable {
+		t.Errorf("X-Min-Seq past the head: %d %s", status, body)
+	}
 	status, body, _, err := c.do(old, http.MethodPost, "/v1/agents", `{"name":"before","sandbox_url":"https://sandbox.example.com/a"}`)
 	if err != nil || status != http.StatusCreated {
 		t.Fatalf("a write on the writer: %d %s %v", status, body, err)

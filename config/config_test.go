@@ -591,10 +591,11 @@ func TestClusterKeysTogether(t *testing.T) {
 		err   string
 	}{
 		{map[string]string{"cluster.enabled": "true"}, "cluster.enabled needs cluster.node_name"},
-		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1"}, "cluster.routes names no other node"},
-		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "cluster.replicas": "1"}, ""},
-		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
-		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "cluster.routes": "127.0.0.1:6223"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1"}, "cluster.enabled needs secrets.master_key"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32}, "cluster.routes names no other node"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223"}, ""},
 		{map[string]string{"cluster.node_name": "n1"}, ""},
 	} {
 		_, err := Load(Sources{Flags: tt.flags})

@@ -238,6 +238,11 @@ func (c *Config) checkTogether() error {
 	if c.Cluster.Enabled && c.Cluster.NodeName == "" {
 		return errors.New("config: cluster.enabled needs cluster.node_name, unique in the cluster")
 	}
+	if c.Cluster.Enabled && c.Secrets.MasterKey == "" {
+		// Webhook secrets are sealed by the writer and opened by the
+		// dispatcher: a key made per data dir would differ per node.
+		return errors.New("config: cluster.enabled needs secrets.master_key, the same on every node")
+	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
 		routes, _ := c.ClusterRoutes()
 		if len(routes) == 0 {
