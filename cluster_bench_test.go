@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +49,14 @@ func loadWrites(tb testing.TB, c *procCluster, agent string, total int) (float64
 	return float64(len(lat)) / time.Since(start).Seconds(), lat
 }
 
+// smallBench reports CI's run of every benchmark once with small sizes
+// (DEMOSVC_BENCH_SESSIONS below the default): the cluster benchmarks then
+// take 200 writes and 2 failovers instead of 2,000 and 10.
+func smallBench() bool {
+	n, err := strconv.Atoi(os.Getenv("DEMOSVC_BENCH_SESSIONS"))
+	return err == nil && n < 1000000
+}
+
 func p99(lat []time.Duration) time.Duration {
 	slices.Sort(lat)
 	if len(lat) == 0 {
@@ -73,7 +83,10 @@ func benchAgent(tb testing.TB, c *procCluster) string {
 // forwarded), both on this machine in one run. Run with -benchtime=1x:
 // each iteration starts four processes.
 func BenchmarkClusterWrites(b *testing.B) {
-	const total = 2000
+	total := 2000
+	if smallBench() {
+		total = 200
+	}
 	for range b.N {
 		single := startProcs(b, 1, false)
 		sRate, sLat := loadWrites(b, single, benchAgent(b, single), total)
@@ -96,7 +109,10 @@ func BenchmarkClusterWrites(b *testing.B) {
 // next acknowledged write, reported against the lease TTL (3s) measured
 // in the same run. The killed node is restarted before the next run.
 func BenchmarkClusterFailover(b *testing.B) {
-	const runs = 10
+	runs := 10
+	if smallBench() {
+		runs = 2
+	}
 	const ttl = 3 * time.Second
 	for range b.N {
 		c := newProcCluster(b)
