@@ -457,7 +457,7 @@ func TestClusterFailover(t *testing.T) {
 	c.poll("writes after the last restart", 60*time.Second, func() bool { return w.count() >= n+30 })
 	close(w.stop)
 	w.wg.Wait()
-	t.Logf("acknowledged writes: %d; time from SIGKILL to the next acknowledged write: %v (writer, writer, dispatcher)", len(w.acked), failovers)
+	t.Logf("acknowledged writes: %d; time from SIGKILL to the first acknowledged write sent after it: %v (writer, writer, dispatcher)", len(w.acked), failovers)
 
 	// Every node applies everything, then serves every acknowledged write.
 	var head uint64
