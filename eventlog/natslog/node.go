@@ -54,6 +54,9 @@ type Node struct {
 	// when it applied its last one.
 	lag     atomic.Uint64
 	refused atomic.Uint64 // appends refused as stale
+	// fence is the position of the fence this node appended to take over
+	// as writer and is catching up to; 0 when none. Only Run touches it.
+	fence uint64
 }
 
 // Open starts (or connects to) NATS and makes sure the stream and the
@@ -166,8 +169,18 @@ func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
 	return ack.Sequence, nil
 }
 
+// ErrStalled ends a Follow whose consumer delivered nothing for two checks
+// in a row while the stream held entries past the last one applied: an
+// ordered consumer can stay stuck after the stream's leader moved, and a
+// new one starts where the last left off.
+var ErrStalled = errors.New("following the stream: no progress while entries wait")
+
+// stallCheck is how often Follow compares its progress with the stream's head.
+var stallCheck = 2 * time.Second
+
 // Follow calls apply with every entry of the stream after position from,
-// in order, waiting for new ones, until ctx is done or apply fails.
+// in order, waiting for new ones, until ctx is done, apply fails or the
+// consumer stalls (ErrStalled; call it again from the last position).
 func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, data []byte) error) error {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if from > 0 {
@@ -181,12 +194,45 @@ func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, d
 	if err != nil {
 		return err
 	}
-	go func() { <-ctx.Done(); it.Stop() }()
+	var applied atomic.Uint64
+	applied.Store(from)
+	var stalled atomic.Bool
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		defer it.Stop()
+		tick := time.NewTicker(stallCheck)
+		defer tick.Stop()
+		last, behind := applied.Load(), 0
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-tick.C:
+			}
+			hctx, cancel := context.WithTimeout(watchCtx, stallCheck)
+			head, err := n.Head(hctx)
+			cancel()
+			pos := applied.Load()
+			if err == nil && pos < head && pos == last {
+				if behind++; behind >= 2 {
+					stalled.Store(true)
+					return
+				}
+			} else {
+				behind = 0
+			}
+			last = pos
+		}
+	}()
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return ctx.Err()
+			case stalled.Load():
+				return fmt.Errorf("%w (at position %d)", ErrStalled, applied.Load())
 			}
 			return err
 		}
@@ -197,6 +243,7 @@ func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, d
 		if err := apply(meta.Sequence.Stream, msg.Data()); err != nil {
 			return err
 		}
+		applied.Store(meta.Sequence.Stream)
 		n.lag.Store(meta.NumPending)
 	}
 }

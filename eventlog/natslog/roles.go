@@ -81,6 +81,7 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 		n.logger.Warn("writer lease", "err", err)
 	}
 	if !held {
+		n.fence = 0
 		if n.writable.Swap(false) {
 			n.logger.Warn("stepped down as writer: the writer lease is lost")
 		}
@@ -96,6 +97,7 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 		}
 		return
 	}
+	n.fence = 0
 	n.writable.Store(true)
 	n.logger.Info("this node is the writer", "seq", r.Log.DurableSeq(), "position", r.Log.ReplPos(), "took", time.Since(start))
 	if r.Became != nil {
@@ -104,9 +106,15 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 }
 
 func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
-	fence, err := n.appendFence(ctx)
-	if err != nil {
-		return fmt.Errorf("appending the fence: %w", err)
+	// One fence per take-over: while this node catches up, later attempts
+	// wait for the same fence rather than append another.
+	fence := n.fence
+	if fence == 0 {
+		var err error
+		if fence, err = n.appendFence(ctx); err != nil {
+			return fmt.Errorf("appending the fence: %w", err)
+		}
+		n.fence = fence
 	}
 	deadline := time.Now().Add(n.cfg.LeaseTTL / 2)
 	for r.Log.ReplPos() < fence {
