@@ -59,11 +59,13 @@ var commandHelp = map[string][2]string{
 	"users reset-password": {"USER_ID", "Print a new one-time setup link; the user's sessions end."},
 	"users disable":        {"USER_ID", "Disable a user: their sessions end, they can never sign in again."},
 	"backup":               {"DIR", "Write a consistent copy of the data dir to DIR, also while serve runs."},
+	"cluster status":       {"", "Print the running node's view of the cluster: roles, leases, applied seq, lag."},
 }
 
 // commandGroups lists the subcommands of each command that has them.
 var commandGroups = map[string][]string{
 	"accounts": {"create", "list"},
+	"cluster":  {"status"},
 	"keys":     {"create", "list", "revoke"},
 	"log":      {"verify", "export", "import"},
 	"users":    {"create", "list", "reset-password", "disable"},

@@ -46,6 +46,7 @@ commands:
   users reset-password USER_ID      prints a one-time setup link
   users disable USER_ID
   backup [--with-master-key] DIR    a consistent copy, also while serve runs
+  cluster status                    this node's view of the cluster (cluster.enabled)
   version
 
 Every command takes --config FILE and --data DIR (default ./data).
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return c.users(rest)
 	case "backup":
 		return c.backup(rest)
+	case "cluster":
+		return c.cluster(rest)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "demosvc %s\n", version)
 		return exitOK

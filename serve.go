@@ -17,6 +17,7 @@ import (
 	"demosvc/config"
 	"demosvc/delivery"
 	"demosvc/eventlog"
+	"demosvc/eventlog/natslog"
 	demohttp "demosvc/http"
 	"demosvc/projections"
 )
@@ -69,9 +70,17 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	node, err := openCluster(c.ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	if node != nil {
+		defer node.Close()
+	}
 	var log *eventlog.Log
 	metrics := demohttp.NewMetrics(func() float64 { return float64(log.DurableSeq()) })
-	log, err = eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids, OnCommit: metrics.ObserveCommit})
+	log, err = eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: ids, OnCommit: metrics.ObserveCommit,
+		Replicator: replicator(node)})
 	if err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
@@ -142,9 +151,11 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",
 			"webhook_ids", ids)
 	}
-	if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
-		apiSrv.Close()
-		return err
+	if node == nil {
+		if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
+			apiSrv.Close()
+			return err
+		}
 	}
 	deliveries := delivery.New(log, state, delivery.Config{
 		Timeout: cfg.Delivery.Timeout, MaxRetries: cfg.Delivery.MaxRetries, Backoff: cfg.Delivery.Backoff,
@@ -155,8 +166,27 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 		DisableAfter:      cfg.Delivery.DisableAfter, Retention: cfg.Delivery.Retention,
 	}, logger)
 	deliveryCtx, cancelDeliveries := context.WithCancel(context.Background())
-	deliveriesDone := make(chan struct{})
-	go func() { deliveries.Run(deliveryCtx); close(deliveriesDone) }()
+	var deliveriesDone <-chan struct{}
+	if node == nil {
+		done := make(chan struct{})
+		go func() { deliveries.Run(deliveryCtx); close(done) }()
+		deliveriesDone = done
+	} else {
+		// In a cluster deliveries run on the holder of the dispatcher
+		// lease; the first writer of an empty log bootstraps it.
+		deliveriesDone = runCluster(deliveryCtx, node, natslog.Roles{
+			Node: cfg.Cluster.NodeName, Addr: apiLn.Addr().String(), Log: log,
+			Prepare:  state.ReloadIdempotency,
+			Dispatch: deliveries.Run,
+			Became: func() {
+				if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
+					logger.Error("creating the default account", "err", err)
+				}
+			},
+		}, state, logger)
+		health.ClusterStatus(node)
+		metrics.Registry.MustRegister(demohttp.ClusterCollectors(node, log)...)
+	}
 	var stopOnce sync.Once
 	stopDeliveries := func() { stopOnce.Do(func() { cancelDeliveries(); <-deliveriesDone }) }
 	defer stopDeliveries()
@@ -169,11 +199,31 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer os.Remove(demohttp.SocketPath(cfg.DataDir))
 	admin := &demohttp.Admin{Log: log, State: state, Config: cfg, DashboardURL: dashboardURL(cfg, apiLn.Addr().String()), Clock: ids.Now}
+	if node != nil {
+		admin.Cluster = func(ctx context.Context) any { return node.Status(ctx, cfg.Cluster.NodeName, log) }
+	}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
-	addr.To(demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
+	var api http.Handler = demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
 		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
-		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health)}))
+		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health)})
+	if node != nil {
+		scheme := "http"
+		if cfg.TLS.CertFile != "" {
+			scheme = "https"
+		}
+		api = demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
+			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, Logger: logger})
+	}
+	if node != nil {
+		// Ready once this node holds what the cluster held when it came
+		// up: a load balancer then never sends a read to a node far behind.
+		if err := node.CatchUp(c.ctx, log); err != nil {
+			apiSrv.Close()
+			return fmt.Errorf("catching up with the cluster's log: %w", err)
+		}
+	}
+	addr.To(api)
 	logger.Info("serving", "listen", apiLn.Addr().String(), "data_dir", cfg.DataDir,
 		"head_seq", log.DurableSeq(), "version", version)
 

@@ -82,6 +82,22 @@ type Config struct {
 		PublicURL       string        // dashboard.public_url
 	}
 
+	// Cluster runs the node as one of several on a replicated NATS
+	// JetStream log (README "Cluster"); off, the default, is one node on
+	// its own Pebble log.
+	Cluster struct {
+		Enabled      bool          // cluster.enabled
+		Name         string        // cluster.name: the same on every node
+		NodeName     string        // cluster.node_name: unique per node
+		Listen       string        // cluster.listen: host:port of the NATS route listener
+		Routes       string        // cluster.routes: comma-separated host:port of every node's cluster.listen
+		ClientListen string        // cluster.client_listen: host:port of the NATS client listener
+		NATSURL      string        // cluster.nats_url: an external NATS cluster instead of the embedded server
+		Replicas     int           // cluster.replicas: copies of the log stream
+		LeaseTTL     time.Duration // cluster.lease_ttl
+		ReadWait     time.Duration // cluster.read_wait: the longest X-Min-Seq wait
+	}
+
 	// Testing is for deterministic golden tests only.
 	Testing struct {
 		Clock string // testing.clock: "" or an RFC 3339 time

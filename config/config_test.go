@@ -54,6 +54,16 @@ var samples = map[string]string{
 	"secrets.master_key":              key32,
 	"testing.clock":                   "2024-01-02T03:04:05Z",
 	"testing.seed":                    "-42",
+	"cluster.enabled":                 "true",
+	"cluster.name":                    "prod",
+	"cluster.node_name":               "n1",
+	"cluster.listen":                  "127.0.0.1:7222",
+	"cluster.routes":                  "127.0.0.1:7222, 127.0.0.1:7223",
+	"cluster.client_listen":           "127.0.0.1:5222",
+	"cluster.nats_url":                "nats://127.0.0.1:4222",
+	"cluster.replicas":                "3",
+	"cluster.lease_ttl":               "5s",
+	"cluster.read_wait":               "2s",
 	"dashboard.enabled":               "false",
 	"dashboard.secure_cookies":        "true",
 	"dashboard.session_idle":          "30m",
@@ -131,6 +141,9 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"http.trusted_proxies": "", "tls.cert_file": "", "tls.key_file": "",
 		"dashboard.enabled": "true", "dashboard.secure_cookies": "false", "dashboard.session_idle": "12h",
 		"dashboard.session_max": "168h", "dashboard.sign_in_per_minute": "10", "dashboard.public_url": "",
+		"cluster.enabled": "false", "cluster.name": "demosvc", "cluster.node_name": "",
+		"cluster.listen": "127.0.0.1:6222", "cluster.routes": "", "cluster.client_listen": "127.0.0.1:4222",
+		"cluster.nats_url": "", "cluster.replicas": "3", "cluster.lease_ttl": "10s", "cluster.read_wait": "5s",
 	}
 	keys := Keys()
 	if !slices.IsSortedFunc(keys, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) }) {
@@ -507,6 +520,16 @@ func TestValidation(t *testing.T) {
 		{"testing.clock", "2024-01-02T03:04:05Z", ok, ""}, {"testing.clock", "2024-01-02T03:04:05.5-07:00", ok, ""},
 		{"testing.clock", "2024-01-02", bad, ""}, {"testing.clock", "2024-01-02 03:04:05Z", bad, ""},
 		{"testing.seed", "-5", ok, ""}, {"testing.seed", "1.5", bad, ""},
+		{"cluster.name", "east-1", ok, ""}, {"cluster.name", "a.b", bad, ""}, {"cluster.name", "", bad, ""},
+		{"cluster.node_name", "n2", ok, ""}, {"cluster.node_name", "n 2", bad, ""},
+		{"cluster.listen", "127.0.0.1:6222", ok, ""}, {"cluster.listen", "6222", bad, ""},
+		{"cluster.routes", "127.0.0.1:6222,127.0.0.1:6223", ok, ""}, {"cluster.routes", "127.0.0.1", bad, ""},
+		{"cluster.client_listen", "[::1]:4222", ok, ""}, {"cluster.client_listen", "x", bad, ""},
+		{"cluster.nats_url", "nats://127.0.0.1:4222,nats://127.0.0.1:4223", ok, ""},
+		{"cluster.nats_url", "http://127.0.0.1:4222", bad, ""},
+		{"cluster.replicas", "1", ok, ""}, {"cluster.replicas", "0", bad, ""}, {"cluster.replicas", "6", bad, ""},
+		{"cluster.lease_ttl", "1s", ok, ""}, {"cluster.lease_ttl", "500ms", bad, ""},
+		{"cluster.read_wait", "0s", bad, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -564,5 +587,27 @@ func TestTLSFilesGoTogetherAndProxiesParse(t *testing.T) {
 	got, _ := c.TrustedProxyPrefixes()
 	if len(got) != 2 || got[0].String() != "10.0.0.0/8" || got[1].String() != "::1/128" {
 		t.Errorf("TrustedProxyPrefixes = %v", got)
+	}
+}
+
+// A cluster node needs a name, and a replicated stream needs other nodes
+// to reach; a single node needs neither.
+func TestClusterKeysTogether(t *testing.T) {
+	for _, tt := range []struct {
+		flags map[string]string
+		err   string
+	}{
+		{map[string]string{"cluster.enabled": "true"}, "cluster.enabled needs cluster.node_name"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1"}, "cluster.enabled needs secrets.master_key"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32}, "cluster.routes names no other node"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223"}, ""},
+		{map[string]string{"cluster.node_name": "n1"}, ""},
+	} {
+		_, err := Load(Sources{Flags: tt.flags})
+		if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%v: error %v, want %q", tt.flags, err, tt.err)
+		}
 	}
 }

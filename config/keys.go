@@ -102,6 +102,26 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Dashboard.SignInPerMinute }, func(c *Config) error { return positive(c.Dashboard.SignInPerMinute) }},
 	{"dashboard.public_url", "base URL of printed setup links (empty = http://<listen address>)",
 		func(c *Config) any { return &c.Dashboard.PublicURL }, func(c *Config) error { return baseURL(c.Dashboard.PublicURL) }},
+	{"cluster.enabled", "run as one node of a cluster on a replicated NATS JetStream log (false = one node, its own log)",
+		func(c *Config) any { return &c.Cluster.Enabled }, nil},
+	{"cluster.name", "the cluster's name, the same on every node",
+		func(c *Config) any { return &c.Cluster.Name }, func(c *Config) error { return natsName(c.Cluster.Name) }},
+	{"cluster.node_name", "this node's name, unique in the cluster (required when cluster.enabled)",
+		func(c *Config) any { return &c.Cluster.NodeName }, func(c *Config) error { return emptyOr(c.Cluster.NodeName, natsName) }},
+	{"cluster.listen", "host:port the embedded NATS server's cluster routes listen on",
+		func(c *Config) any { return &c.Cluster.Listen }, func(c *Config) error { return hostPort(c.Cluster.Listen) }},
+	{"cluster.routes", "comma-separated host:port of every node's cluster.listen (this node's may be included)",
+		func(c *Config) any { return &c.Cluster.Routes }, func(c *Config) error { _, err := c.ClusterRoutes(); return err }},
+	{"cluster.client_listen", "host:port the embedded NATS server takes client connections on",
+		func(c *Config) any { return &c.Cluster.ClientListen }, func(c *Config) error { return hostPort(c.Cluster.ClientListen) }},
+	{"cluster.nats_url", "URL(s) of an external NATS cluster to use instead of the embedded server (empty = embedded)",
+		func(c *Config) any { return &c.Cluster.NATSURL }, func(c *Config) error { return emptyOr(c.Cluster.NATSURL, natsURL) }},
+	{"cluster.replicas", "copies of the log stream kept by the NATS cluster (1..5; 3 for three nodes)",
+		func(c *Config) any { return &c.Cluster.Replicas }, func(c *Config) error { return between(c.Cluster.Replicas, 1, 5) }},
+	{"cluster.lease_ttl", "how long the writer and dispatcher leases last without renewal (>= 1s)",
+		func(c *Config) any { return &c.Cluster.LeaseTTL }, func(c *Config) error { return atLeast(c.Cluster.LeaseTTL, time.Second) }},
+	{"cluster.read_wait", "how long a request with X-Min-Seq waits for this node to apply that seq",
+		func(c *Config) any { return &c.Cluster.ReadWait }, func(c *Config) error { return positive(c.Cluster.ReadWait) }},
 	{"testing.clock", "fixed RFC 3339 time for deterministic tests (empty = real clock)",
 		func(c *Config) any { return &c.Testing.Clock }, func(c *Config) error { return rfc3339(c.Testing.Clock) }},
 	{"testing.seed", "random seed for deterministic tests (0 = random)",
@@ -138,6 +158,12 @@ func Default() *Config {
 	c.Dashboard.SessionIdle = 12 * time.Hour
 	c.Dashboard.SessionMax = 7 * 24 * time.Hour
 	c.Dashboard.SignInPerMinute = 10
+	c.Cluster.Name = "demosvc"
+	c.Cluster.Listen = "127.0.0.1:6222"
+	c.Cluster.ClientListen = "127.0.0.1:4222"
+	c.Cluster.Replicas = 3
+	c.Cluster.LeaseTTL = 10 * time.Second
+	c.Cluster.ReadWait = 5 * time.Second
 	return c
 }
 
@@ -214,6 +240,68 @@ func (c *Config) TrustedProxyPrefixes() ([]netip.Prefix, error) {
 func (c *Config) checkTogether() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("config: tls.cert_file and tls.key_file go together: set both or neither")
+	}
+	if c.Cluster.Enabled && c.Cluster.NodeName == "" {
+		return errors.New("config: cluster.enabled needs cluster.node_name, unique in the cluster")
+	}
+	if c.Cluster.Enabled && c.Secrets.MasterKey == "" {
+		// Webhook secrets are sealed by the writer and opened by the
+		// dispatcher: a key made per data dir would differ per node.
+		return errors.New("config: cluster.enabled needs secrets.master_key, the same on every node")
+	}
+	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
+		routes, _ := c.ClusterRoutes()
+		if len(routes) == 0 {
+			return fmt.Errorf("config: cluster.replicas is %d but cluster.routes names no other node", c.Cluster.Replicas)
+		}
+	}
+	return nil
+}
+
+// ClusterRoutes returns cluster.routes as a list of host:port.
+func (c *Config) ClusterRoutes() ([]string, error) {
+	var out []string
+	for _, r := range strings.Split(c.Cluster.Routes, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if err := hostPort(r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// natsName accepts what NATS takes as a server or cluster name.
+func natsName(v string) error {
+	if v == "" || strings.ContainsAny(v, " \t\r\n.*>") {
+		return fmt.Errorf("must be a non-empty name without spaces, '.', '*' or '>' (got %q)", v)
+	}
+	return nil
+}
+
+// natsURL accepts comma-separated nats:// (or tls://) URLs.
+func natsURL(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+			return fmt.Errorf("must be nats://host:port URLs, comma-separated (got %q)", s)
+		}
+	}
+	return nil
+}
+
+func emptyOr(v string, check func(string) error) error {
+	if v == "" {
+		return nil
+	}
+	return check(v)
+}
+
+func atLeast(v, lo time.Duration) error {
+	if v < lo {
+		return fmt.Errorf("must be >= %v (got %v)", lo, v)
 	}
 	return nil
 }

@@ -109,6 +109,11 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 			}
 			dp.mu.Unlock()
 			dp.wg.Wait()
+			// A later Run (a cluster node that holds the dispatcher
+			// lease again) starts every loop afresh.
+			dp.mu.Lock()
+			dp.loops = map[string]*loop{}
+			dp.mu.Unlock()
 			return
 		}
 	}

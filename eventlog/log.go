@@ -49,6 +49,10 @@ type Options struct {
 	// OnCommit, if set, is called after each durable commit with the
 	// number of records it carried (for metrics).
 	OnCommit func(records int)
+	// Replicator, if set, makes this log a replica of a replicated log
+	// (replica.go): every Txn is appended there before it commits here.
+	// Nil, the default, is the single node.
+	Replicator Replicator
 }
 
 // Log is the event log. All methods are safe for concurrent use.
@@ -60,6 +64,9 @@ type Log struct {
 	// reader is bounded by it.
 	durable atomic.Uint64
 	failed  atomic.Pointer[error]
+	// replPos is the replicated log's position of the last entry the
+	// store holds (replica.go); it moves under head.
+	replPos atomic.Uint64
 
 	mu      sync.Mutex
 	advance chan struct{} // closed and replaced each time durable moves
@@ -101,6 +108,11 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 	l.next = head.Seq + 1
 	l.lastHash = head.Hash
 	l.durable.Store(head.Seq)
+	pos, err := store.loadReplPos()
+	if err != nil {
+		return nil, err
+	}
+	l.replPos.Store(pos)
 	if err := l.checkHeadMark(head); err != nil {
 		return nil, err
 	}

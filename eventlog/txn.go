@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,11 @@ type Txn struct {
 	next  uint64
 	hash  [HashSize]byte
 	n     int // records and puts added
+
+	// With a Replicator, what the commit appends to the replicated log,
+	// and the position it got there.
+	entry entry
+	pos   uint64
 }
 
 // Begin opens a transaction, waiting until no other is open. It returns
@@ -34,6 +40,17 @@ func (l *Log) Begin() (*Txn, error) {
 	if err := l.failure(); err != nil {
 		l.head.Unlock()
 		return nil, err
+	}
+	if r := l.opts.Replicator; r != nil {
+		if err := r.Writable(); err != nil {
+			l.head.Unlock()
+			return nil, err
+		}
+	} else if l.replPos.Load() > 0 {
+		// A cluster node's copy opened on its own (a CLI command while
+		// serve is down): a write here would fork it from the cluster.
+		l.head.Unlock()
+		return nil, fmt.Errorf("%w: %s holds a copy of a cluster's log; write through a running cluster node", ErrNotWriter, l.db.Dir())
 	}
 	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.next, hash: l.lastHash}, nil
 }
@@ -86,6 +103,12 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 			return nil, t.fail(err)
 		}
 	}
+	if t.l.opts.Replicator != nil {
+		t.entry.Records = append(t.entry.Records, vals...)
+		for _, p := range puts {
+			t.entry.Puts = append(t.entry.Puts, p.Key, p.Value)
+		}
+	}
 	t.next, t.hash = seq, hash
 	t.n += len(recs) + len(puts)
 	return recs, nil
@@ -99,6 +122,9 @@ func (t *Txn) Delete(key []byte) error {
 	}
 	if err := t.batch.Delete(key, nil); err != nil {
 		return t.fail(err)
+	}
+	if t.l.opts.Replicator != nil {
+		t.entry.Deletes = append(t.entry.Deletes, key)
 	}
 	t.n++
 	return nil
@@ -125,8 +151,22 @@ func (t *Txn) Commit() error {
 	if err := l.failure(); err != nil {
 		return err
 	}
+	if l.opts.Replicator != nil {
+		// The replicated log decides: nothing reaches this store, and
+		// no client hears of it, unless the append was acknowledged.
+		// A refused append is not a storage failure: the log goes on.
+		if err := t.replicate(); err != nil {
+			if !errors.Is(err, ErrStale) && !errors.Is(err, ErrNotWriter) {
+				err = fmt.Errorf("%w: appending to the replicated log: %v", ErrNotWriter, err)
+			}
+			return err
+		}
+	}
 	if err := l.db.commitSync(t.batch); err != nil {
 		return t.fail(fmt.Errorf("commit: %v", err))
+	}
+	if t.pos != 0 {
+		l.replPos.Store(t.pos)
 	}
 	records := int(t.next - l.next)
 	l.next, l.lastHash = t.next, t.hash

@@ -32,6 +32,9 @@ type Admin struct {
 	DashboardURL string
 	// Clock dates setup links; nil means time.Now.
 	Clock func() time.Time
+	// Cluster, set on a cluster node, reports the node's view of the
+	// cluster for `demosvc cluster status`.
+	Cluster func(ctx context.Context) any
 }
 
 // Handler returns the admin routes.
@@ -50,6 +53,7 @@ func (a *Admin) Handler() http.Handler {
 	r.POST("/admin/users/:id/reset-password", a.handleResetPassword)
 	r.POST("/admin/users/:id/disable", a.handleDisableUser)
 	r.POST("/admin/backup", a.handleBackup)
+	r.GET("/admin/cluster", a.handleCluster)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, http.StatusNotFound, "no admin command at "+r.URL.Path)
 	})
@@ -188,4 +192,14 @@ func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httproute
 	default:
 		out.finish(http.StatusInternalServerError, AdminError{Error: err.Error()})
 	}
+}
+
+// handleCluster answers `demosvc cluster status`.
+func (a *Admin) handleCluster(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if a.Cluster == nil {
+		writeAdminError(w, http.StatusNotFound, "this node is not serving as part of a cluster: "+
+			"cluster status asks a running `demosvc serve` with cluster.enabled")
+		return
+	}
+	writeJSON(w, http.StatusOK, a.Cluster(r.Context()))
 }

@@ -22,6 +22,7 @@ type Health struct {
 	stopping <-chan struct{}
 	verified atomic.Uint64
 	damage   atomic.Pointer[string]
+	cluster  atomic.Pointer[ClusterNode] // set on a cluster node (cluster.go)
 }
 
 // NewHealth watches log. /readyz answers "stopping" once stopping closes.
@@ -116,6 +117,10 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 		if d := h.damage.Load(); d != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "log_damaged", "reason": *d,
 				"verified_seq": h.verified.Load(), "head_seq": h.log.DurableSeq()})
+			return
+		}
+		if c := h.clusterInfo(); c != nil {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "cluster": c})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -46,6 +46,10 @@ func answerError(logger *slog.Logger, w http.ResponseWriter, r *http.Request, er
 	e, ok := shown(err)
 	switch {
 	case ok:
+	case errNotWriter(err):
+		w.Header().Set("Retry-After", "1")
+		e = ErrorObject{Code: EUnavailable, Message: "the cluster's log did not take this write (its writer is changing); " +
+			"nothing of it was made unless the log took it after all: retry it, with an Idempotency-Key to be safe"}
 	case errors.Is(err, eventlog.ErrUnavailable):
 		// Every write fails alike until a restart: one line per interval,
 		// with the count of those left out, instead of one per request.

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"demosvc/config"
+	"demosvc/eventlog"
+	"demosvc/eventlog/natslog"
+	"demosvc/projections"
+)
+
+// openCluster joins the cluster when cluster.enabled is set: it starts the
+// embedded NATS server (or connects to cluster.nats_url) and waits until
+// the log's stream exists, which on a first start needs the other nodes.
+// It returns nil on a single node.
+func openCluster(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*natslog.Node, error) {
+	if !cfg.Cluster.Enabled {
+		return nil, nil
+	}
+	ncfg := natslog.Config{NATSURL: cfg.Cluster.NATSURL, Replicas: cfg.Cluster.Replicas,
+		LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger}
+	if cfg.Cluster.NATSURL == "" {
+		routes, err := cfg.ClusterRoutes()
+		if err != nil {
+			return nil, err
+		}
+		ncfg.Server = &natslog.ServerConfig{Cluster: cfg.Cluster.Name, Node: cfg.Cluster.NodeName,
+			Listen: cfg.Cluster.Listen, Routes: routes, ClientListen: cfg.Cluster.ClientListen,
+			DataDir: cfg.DataDir, Logger: logger}
+	}
+	logger.Info("joining the cluster", "cluster", cfg.Cluster.Name, "node", cfg.Cluster.NodeName,
+		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", cfg.Cluster.NATSURL)
+	return natslog.Open(ctx, ncfg)
+}
+
+// replicator is node as the log's Replicator, or nil (not a typed nil) on
+// a single node.
+func replicator(node *natslog.Node) eventlog.Replicator {
+	if node == nil {
+		return nil
+	}
+	return node
+}
+
+// runCluster follows the stream into the state and keeps the leases until
+// ctx is done; the returned channel closes once both have stopped. While
+// this node holds the writer lease it takes writes; while it holds the
+// dispatcher lease it runs dispatch.
+func runCluster(ctx context.Context, node *natslog.Node, roles natslog.Roles, state *projections.Projections, logger *slog.Logger) <-chan struct{} {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		follow(ctx, node, roles.Log, state, logger)
+	}()
+	go func() {
+		defer wg.Done()
+		node.Run(ctx, roles)
+	}()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// follow applies the stream's entries, starting over from the last one
+// applied after a connection failure. An entry that does not continue the
+// local chain stops it: the node then serves what it has and says so.
+func follow(ctx context.Context, node *natslog.Node, log *eventlog.Log, state *projections.Projections, logger *slog.Logger) {
+	for {
+		err := node.Follow(ctx, log.ReplPos(), state.ApplyEntry)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrUnavailable) || errors.Is(err, eventlog.ErrClosed) {
+			logger.Error("stopped following the cluster's log", "err", err, "applied_seq", log.DurableSeq())
+			return
+		}
+		logger.Warn("following the cluster's log; starting over", "err", err, "position", log.ReplPos())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second): // retry pace while NATS recovers
+		}
+	}
+}

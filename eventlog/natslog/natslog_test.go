@@ -1,0 +1,199 @@
+package natslog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"demosvc/eventlog"
+	"demosvc/projections"
+)
+
+// replica is one node of a test cluster: its connection to JetStream, its
+// own store and log, and its state following the stream.
+type replica struct {
+	node  *Node
+	log   *eventlog.Log
+	state *projections.Projections
+	roles Roles
+	// pause stops following the stream, as a paused process does.
+	pause func()
+}
+
+// newReplica opens a node (on the embedded server when cfg.Server is
+// set), a log in a fresh store, and follows the stream into the state.
+func newReplica(t *testing.T, ctx context.Context, name string, cfg Config) *replica {
+	t.Helper()
+	node, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Close)
+	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(),
+		IDs: eventlog.NewIDs(time.Now), Replicator: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	state, err := projections.Open(log, projections.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(state.Close)
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = node.Follow(fctx, 0, state.ApplyEntry) }()
+	pause := func() { stop(); <-done }
+	t.Cleanup(pause)
+	return &replica{node: node, log: log, state: state, pause: pause,
+		roles: Roles{Node: name, Addr: name + ":1", Log: log, Prepare: state.ReloadIdempotency}}
+}
+
+func testCluster(t *testing.T) (context.Context, *replica, *replica) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1", DataDir: t.TempDir()}
+	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	b := newReplica(t, ctx, "b", Config{NATSURL: a.node.srv.ClientURL(), Replicas: 1, LeaseTTL: time.Second})
+	return ctx, a, b
+}
+
+func export(t *testing.T, l *eventlog.Log) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := l.Export(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// One writer at a time; its writes reach the other node's store record for
+// record; once its lease lapses the other takes over behind a fence, and
+// the old writer's appends are refused: on the stream, and through its
+// log, whose state goes back to what the stream holds.
+func TestWriterLeaseAndFence(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if !a.node.IsWriter() {
+		t.Fatal("a did not take the free writer lease")
+	}
+	if _, _, created, err := a.state.Bootstrap(ctx, "pro"); err != nil || !created {
+		t.Fatalf("bootstrap on the writer: created %v, err %v", created, err)
+	}
+	if _, _, _, err := b.state.Bootstrap(ctx, "pro"); !errors.Is(err, eventlog.ErrNotWriter) {
+		t.Fatalf("a write on the follower: err %v, want ErrNotWriter", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.log.WaitFor(wctx, a.log.DurableSeq()); err != nil {
+		t.Fatalf("b applied up to %d of %d: %v", b.log.DurableSeq(), a.log.DurableSeq(), err)
+	}
+	if !bytes.Equal(export(t, a.log), export(t, b.log)) {
+		t.Fatal("the two stores hold different logs")
+	}
+	if len(b.state.Accounts()) != 1 {
+		t.Fatalf("b's state has %d accounts, want the writer's 1", len(b.state.Accounts()))
+	}
+
+	b.node.keepWriter(ctx, b.roles)
+	if b.node.IsWriter() {
+		t.Fatal("b took the writer lease while a held it")
+	}
+	// a stops renewing and following, as a paused process would; b takes
+	// over once the lease has run out.
+	a.pause()
+	stalePos := a.log.ReplPos()
+	deadline := time.Now().Add(15 * time.Second)
+	for !b.node.IsWriter() {
+		if time.Now().After(deadline) {
+			t.Fatal("b never took over the lapsed lease")
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+		b.node.keepWriter(ctx, b.roles)
+	}
+	if err := a.node.Writable(); !errors.Is(err, eventlog.ErrNotWriter) {
+		t.Fatalf("a after its lease ran out: Writable %v", err)
+	}
+	// The stale writer appends anyway, expecting the position it last saw.
+	if _, err := a.node.Append(emptyEntry, stalePos); !errors.Is(err, eventlog.ErrStale) {
+		t.Fatalf("stale append: err %v, want ErrStale", err)
+	}
+	// And through its log, with a clock that still believes the lease (a
+	// process paused between its check and its append): refused, nothing
+	// written, the state as the stream says.
+	head := a.log.DurableSeq()
+	a.node.writable.Store(true)
+	a.node.writer.mu.Lock()
+	a.node.writer.validUntil = time.Now().Add(time.Hour)
+	a.node.writer.mu.Unlock()
+	_, err := a.state.CreateAccount(ctx, "cli", "stale", "pro", 0)
+	if !errors.Is(err, eventlog.ErrStale) {
+		t.Fatalf("a write through the stale writer's log: err %v, want ErrStale", err)
+	}
+	if a.node.writable.Load() {
+		t.Error("the stale writer did not step down after a refused append")
+	}
+	if a.log.DurableSeq() != head {
+		t.Errorf("the refused write reached a's store: head %d, was %d", a.log.DurableSeq(), head)
+	}
+	for _, acc := range a.state.Accounts() {
+		if acc.Name == "stale" {
+			t.Error("the refused write is in a's state")
+		}
+	}
+	// The new writer writes; a, resumed, follows it.
+	acc, err := b.state.CreateAccount(ctx, "cli", "fresh", "pro", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan struct{})
+	defer func() { cancel(); <-resumed }()
+	go func() { defer close(resumed); _ = a.node.Follow(wctx, a.log.ReplPos(), a.state.ApplyEntry) }()
+	if err := a.log.WaitFor(wctx, b.log.DurableSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(export(t, a.log), export(t, b.log)) {
+		t.Fatal("after the failover the two stores hold different logs")
+	}
+	found := false
+	for _, x := range a.state.Accounts() {
+		found = found || x.ID == acc.ID
+	}
+	if !found {
+		t.Error("the new writer's account is not in the old writer's state")
+	}
+}
+
+// An entry that does not continue a node's chain is refused whole.
+func TestApplyEntryRefusesABrokenChain(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.log.WaitFor(wctx, a.log.DurableSeq()); err != nil {
+		t.Fatal(err)
+	}
+	// Replaying the stream's first entry at a later position: its seqs
+	// are taken.
+	msg, err := a.node.stream.GetMsg(ctx, a.log.ReplPos())
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := b.log.DurableSeq()
+	if _, err := b.log.ApplyEntry(b.log.ReplPos()+1, msg.Data); !errors.Is(err, eventlog.ErrCorrupt) {
+		t.Fatalf("a replayed entry: err %v, want ErrCorrupt", err)
+	}
+	if b.log.DurableSeq() != head {
+		t.Fatal("the refused entry moved the head")
+	}
+}

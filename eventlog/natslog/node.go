@@ -1,0 +1,293 @@
+package natslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"demosvc/eventlog"
+)
+
+// Names of what the cluster keeps in JetStream.
+const (
+	StreamName  = "DEMOSVC_LOG"    // the log: one message per transaction
+	subject     = "demosvc.log"    // the stream's one subject
+	LeaseBucket = "demosvc_leases" // writer and dispatcher leases
+)
+
+// Config configures a Node.
+type Config struct {
+	Server *ServerConfig // the embedded server; nil with NATSURL
+	// NATSURL connects to an external NATS cluster instead of running a
+	// server in the process.
+	NATSURL  string
+	Replicas int           // the stream's and the lease bucket's replicas (3 in a three-node cluster)
+	LeaseTTL time.Duration // how long a lease lasts without renewal
+	Logger   *slog.Logger
+}
+
+// Node is one node's connection to the replicated log. It implements
+// eventlog.Replicator: Writable and Append.
+type Node struct {
+	cfg    Config
+	srv    *server.Server // nil with an external cluster
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+	logger *slog.Logger
+
+	writer     *lease
+	dispatcher *lease
+	// writable is set once this node holds the writer lease and has
+	// applied its own fence (roles.go); an append refused as stale
+	// clears it.
+	writable atomic.Bool
+	// lag is how many entries of the stream this node had yet to apply
+	// when it applied its last one.
+	lag     atomic.Uint64
+	refused atomic.Uint64 // appends refused as stale
+	// fence is the position of the fence this node appended to take over
+	// as writer and is catching up to; 0 when none. Only Run touches it.
+	fence uint64
+}
+
+// Open starts (or connects to) NATS and makes sure the stream and the
+// lease bucket exist, retrying until ctx is done: on a first start the
+// other nodes may not be up yet, and a replicated stream needs them.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger}
+	var err error
+	if cfg.Server != nil {
+		if n.srv, err = StartServer(*cfg.Server); err != nil {
+			return nil, err
+		}
+		n.nc, err = nats.Connect("", nats.InProcessServer(n.srv), nats.Name("demosvc"), nats.MaxReconnects(-1))
+	} else {
+		n.nc, err = nats.Connect(cfg.NATSURL, nats.Name("demosvc"), nats.MaxReconnects(-1))
+	}
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	if n.js, err = jetstream.New(n.nc); err != nil {
+		n.Close()
+		return nil, err
+	}
+	for {
+		err = n.ensure(ctx)
+		if err == nil {
+			break
+		}
+		n.logger.Info("waiting for the NATS cluster to take the stream", "err", err)
+		select {
+		case <-ctx.Done():
+			n.Close()
+			return nil, fmt.Errorf("creating the stream %s: %w (last error: %v)", StreamName, ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond): // retry pace while peers start
+		}
+	}
+	n.writer = &lease{kv: n.kv, key: "writer", ttl: cfg.LeaseTTL}
+	n.dispatcher = &lease{kv: n.kv, key: "dispatcher", ttl: cfg.LeaseTTL}
+	return n, nil
+}
+
+// ensure creates the stream and the bucket, or finds them.
+func (n *Node) ensure(ctx context.Context) error {
+	// Short attempts: while the cluster elects its meta leader a request
+	// may go unanswered, and the next one may be answered at once.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	stream, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Subjects:    []string{subject},
+		Storage:     jetstream.FileStorage,
+		Replicas:    n.cfg.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  maxPayload,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		Description: "demosvc event log: one message per committed transaction",
+	})
+	if err != nil {
+		return err
+	}
+	kv, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:   LeaseBucket,
+		History:  1,
+		Storage:  jetstream.FileStorage,
+		Replicas: n.cfg.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	n.stream, n.kv = stream, kv
+	return nil
+}
+
+// Writable implements eventlog.Replicator: nil while this node is the
+// writer and its lease has not run out by its own clock.
+func (n *Node) Writable() error {
+	if !n.writable.Load() || !n.writer.valid() {
+		return eventlog.ErrNotWriter
+	}
+	return nil
+}
+
+// Append implements eventlog.Replicator: a publish with
+// Nats-Expected-Last-Sequence, acknowledged once the stream's replicas
+// hold it (a quorum, each fsynced).
+func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := n.js.Publish(ctx, subject, entry, jetstream.WithExpectLastSequence(after), jetstream.WithExpectStream(StreamName))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			// Another writer appended: this node's lease is stale. Step
+			// down; the role loop fences and catches up before this node
+			// writes again.
+			n.writable.Store(false)
+			n.refused.Add(1)
+			n.logger.Warn("append refused: the log moved on; stepping down as writer", "after", after)
+			return 0, fmt.Errorf("%w (expected last position %d): %v", eventlog.ErrStale, after, err)
+		}
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// ErrStalled ends a Follow whose consumer delivered nothing for two checks
+// in a row while the stream held entries past the last one applied: an
+// ordered consumer can stay stuck after the stream's leader moved, and a
+// new one starts where the last left off.
+var ErrStalled = errors.New("following the stream: no progress while entries wait")
+
+// stallCheck is how often Follow compares its progress with the stream's head.
+var stallCheck = 2 * time.Second
+
+// Follow calls apply with every entry of the stream after position from,
+// in order, waiting for new ones, until ctx is done, apply fails or the
+// consumer stalls (ErrStalled; call it again from the last position).
+func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, data []byte) error) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if from > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1}
+	}
+	cons, err := n.js.OrderedConsumer(ctx, StreamName, cfg)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	var applied atomic.Uint64
+	applied.Store(from)
+	var stalled atomic.Bool
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		defer it.Stop()
+		tick := time.NewTicker(stallCheck)
+		defer tick.Stop()
+		last, behind := applied.Load(), 0
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-tick.C:
+			}
+			hctx, cancel := context.WithTimeout(watchCtx, stallCheck)
+			head, err := n.Head(hctx)
+			cancel()
+			pos := applied.Load()
+			if err == nil && pos < head && pos == last {
+				if behind++; behind >= 2 {
+					stalled.Store(true)
+					return
+				}
+			} else {
+				behind = 0
+			}
+			last = pos
+		}
+	}()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case stalled.Load():
+				return fmt.Errorf("%w (at position %d)", ErrStalled, applied.Load())
+			}
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		if err := apply(meta.Sequence.Stream, msg.Data()); err != nil {
+			return err
+		}
+		applied.Store(meta.Sequence.Stream)
+		n.lag.Store(meta.NumPending)
+	}
+}
+
+// Head returns the position of the stream's last entry.
+func (n *Node) Head(ctx context.Context) (uint64, error) {
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// Lag returns how many entries this node had yet to apply when it applied
+// its last one.
+func (n *Node) Lag() uint64 { return n.lag.Load() }
+
+// RefusedAppends counts this node's appends the stream refused as stale.
+func (n *Node) RefusedAppends() uint64 { return n.refused.Load() }
+
+// Close drains the connection and shuts the embedded server down.
+func (n *Node) Close() {
+	if n.nc != nil {
+		n.nc.Close()
+	}
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+}
+
+// CatchUp waits until this node has applied every entry the stream held
+// when it was called, or ctx is done.
+func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
+	head, err := n.Head(ctx)
+	if err != nil {
+		return err
+	}
+	for log.ReplPos() < head {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("applied position %d of %d: %w", log.ReplPos(), head, ctx.Err())
+		case <-time.After(5 * time.Millisecond): // polling the follower's progress
+		}
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package natslog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"demosvc/eventlog"
+)
+
+// Roles is what a node does when it takes or loses a lease.
+type Roles struct {
+	Node string // this node's name
+	Addr string // this node's API address, where other nodes forward writes
+	Log  *eventlog.Log
+	// Prepare runs once this node holds the writer lease and has applied
+	// every entry up to its fence, before it takes writes.
+	Prepare func() error
+	// Became runs once this node takes writes (it bootstraps an empty
+	// log).
+	Became func()
+	// Dispatch runs while this node holds the dispatcher lease; its ctx
+	// ends when the lease is lost or the node stops.
+	Dispatch func(ctx context.Context)
+}
+
+// Run keeps the leases, renewing each a few times per TTL, until ctx is
+// done; it then releases them, so another node need not wait them out.
+func (n *Node) Run(ctx context.Context, r Roles) {
+	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	var d struct {
+		stop context.CancelFunc // nil while not dispatching
+		done chan struct{}
+	}
+	defer func() {
+		n.writable.Store(false)
+		if d.stop != nil {
+			d.stop()
+			<-d.done
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n.writer.release(rctx)
+		n.dispatcher.release(rctx)
+	}()
+	for {
+		n.keepWriter(ctx, r)
+		held, err := n.dispatcher.try(ctx, r.Node, r.Addr)
+		if err != nil && ctx.Err() == nil {
+			n.logger.Warn("dispatcher lease", "err", err)
+		}
+		switch {
+		case held && d.stop == nil && r.Dispatch != nil:
+			var dctx context.Context
+			dctx, d.stop = context.WithCancel(ctx)
+			d.done = make(chan struct{})
+			n.logger.Info("dispatching webhooks: this node holds the dispatcher lease")
+			go func(done chan struct{}) { defer close(done); r.Dispatch(dctx) }(d.done)
+		case !held && d.stop != nil:
+			n.logger.Info("stopped dispatching webhooks: the dispatcher lease is lost")
+			d.stop()
+			<-d.done
+			d.stop = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// keepWriter renews or takes the writer lease. A node that takes it
+// appends a fence (an entry with no records) and waits until it has
+// applied everything up to it: from then on, an append by the previous
+// writer, which expects an earlier last position, is refused.
+func (n *Node) keepWriter(ctx context.Context, r Roles) {
+	held, err := n.writer.try(ctx, r.Node, r.Addr)
+	if err != nil && ctx.Err() == nil {
+		n.logger.Warn("writer lease", "err", err)
+	}
+	if !held {
+		n.fence = 0
+		if n.writable.Swap(false) {
+			n.logger.Warn("stepped down as writer: the writer lease is lost")
+		}
+		return
+	}
+	if n.writable.Load() {
+		return
+	}
+	start := time.Now()
+	if err := n.becomeWriter(ctx, r); err != nil {
+		if ctx.Err() == nil {
+			n.logger.Warn("taking over as writer", "err", err)
+		}
+		return
+	}
+	n.fence = 0
+	n.writable.Store(true)
+	n.logger.Info("this node is the writer", "seq", r.Log.DurableSeq(), "position", r.Log.ReplPos(), "took", time.Since(start))
+	if r.Became != nil {
+		r.Became()
+	}
+}
+
+func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
+	// One fence per take-over: while this node catches up, later attempts
+	// wait for the same fence rather than append another.
+	fence := n.fence
+	if fence == 0 {
+		var err error
+		if fence, err = n.appendFence(ctx); err != nil {
+			return fmt.Errorf("appending the fence: %w", err)
+		}
+		n.fence = fence
+	}
+	deadline := time.Now().Add(n.cfg.LeaseTTL / 2)
+	for r.Log.ReplPos() < fence {
+		if time.Now().After(deadline) || !n.writer.valid() {
+			return fmt.Errorf("applied up to position %d of fence %d: still catching up", r.Log.ReplPos(), fence)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond): // polling the follower's progress
+		}
+	}
+	if r.Prepare != nil {
+		return r.Prepare()
+	}
+	return nil
+}
+
+// appendFence appends an empty entry with no expectation: whatever the
+// stream holds, the fence goes after it.
+func (n *Node) appendFence(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ack, err := n.js.Publish(ctx, subject, emptyEntry)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// emptyEntry is an entry with no records, puts or deletes: a msgpack map
+// with no keys, which eventlog decodes as an empty entry.
+var emptyEntry = []byte{0x80}
+
+// Status is one node's view of the cluster.
+type Status struct {
+	Node       string     `json:"node"`
+	Roles      []string   `json:"roles"` // "writer", "dispatcher", or "follower"
+	Writer     LeaseValue `json:"writer"`
+	Dispatcher LeaseValue `json:"dispatcher"`
+	Seq        uint64     `json:"applied_seq"`      // the last log seq applied here
+	Position   uint64     `json:"applied_position"` // the last stream entry applied here
+	Head       uint64     `json:"stream_head"`      // the stream's last entry (0 when unknown)
+	Lag        uint64     `json:"lag"`              // entries of the stream not applied here
+	Refused    uint64     `json:"refused_appends"`  // appends refused as stale since start
+}
+
+// IsWriter reports whether this node takes writes now.
+func (n *Node) IsWriter() bool { return n.Writable() == nil }
+
+// IsDispatcher reports whether this node holds the dispatcher lease.
+func (n *Node) IsDispatcher() bool { return n.dispatcher.valid() }
+
+// WriterAddr returns the API address of the writer as last seen, or ""
+// when its lease has run out.
+func (n *Node) WriterAddr() string {
+	v := n.writer.holder()
+	if v.Expires < time.Now().UnixMilli() {
+		return ""
+	}
+	return v.Addr
+}
+
+// Roles names the roles this node holds now.
+func (n *Node) Roles() []string {
+	var roles []string
+	if n.IsWriter() {
+		roles = append(roles, "writer")
+	} else {
+		roles = append(roles, "follower")
+	}
+	if n.IsDispatcher() {
+		roles = append(roles, "dispatcher")
+	}
+	return roles
+}
+
+// Status reports this node's view; the stream head is asked of NATS.
+func (n *Node) Status(ctx context.Context, node string, log *eventlog.Log) Status {
+	s := Status{Node: node, Roles: n.Roles(), Writer: n.writer.holder(), Dispatcher: n.dispatcher.holder(),
+		Seq: log.DurableSeq(), Position: log.ReplPos(), Refused: n.refused.Load()}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if head, err := n.Head(ctx); err == nil {
+		s.Head = head
+		if head > s.Position {
+			s.Lag = head - s.Position
+		}
+	} else {
+		s.Lag = n.Lag()
+	}
+	return s
+}

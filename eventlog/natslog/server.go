@@ -1,0 +1,124 @@
+// Package natslog is the clustered backend of the event log: a JetStream
+// stream, replicated by NATS's RAFT, is the log of record, and each
+// demosvc node keeps a copy of it in its own Pebble store (see
+// eventlog/replica.go). A node runs one embedded nats-server (JetStream,
+// file store under the data dir, every write fsynced) or connects to an
+// external NATS cluster; leases in a JetStream key-value bucket elect the
+// one writer and the one webhook dispatcher.
+package natslog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerDir is the directory inside the data dir holding the embedded
+// nats-server's JetStream files.
+const ServerDir = "nats"
+
+// maxPayload is the largest message the embedded server takes: one entry
+// is one group commit, which may carry many commands.
+const maxPayload = 8 << 20
+
+// ServerConfig describes the embedded nats-server of one node.
+type ServerConfig struct {
+	Cluster      string   // cluster name, the same on every node
+	Node         string   // this node's name, unique in the cluster
+	Listen       string   // host:port the cluster routes listen on
+	Routes       []string // host:port of every node's route listener (this one may be among them)
+	ClientListen string   // host:port for NATS clients (this node's own connection is in-process)
+	DataDir      string   // the node's data dir; JetStream files go under ServerDir in it
+	Logger       *slog.Logger
+}
+
+// StartServer starts the embedded nats-server and waits until it takes
+// connections. Every JetStream write is fsynced before it is acknowledged
+// (sync_interval: always): with the default lazy flush, NATS's own Jepsen
+// analysis found acknowledged writes lost on a crash.
+func StartServer(cfg ServerConfig) (*server.Server, error) {
+	host, port, err := splitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.listen: %w", err)
+	}
+	chost, cport, err := splitHostPort(cfg.ClientListen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.client_listen: %w", err)
+	}
+	routes := make([]*url.URL, 0, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: r})
+	}
+	opts := &server.Options{
+		ServerName:   cfg.Node,
+		Host:         chost,
+		Port:         cport,
+		MaxPayload:   maxPayload,
+		JetStream:    true,
+		StoreDir:     filepath.Join(cfg.DataDir, ServerDir),
+		SyncAlways:   true,
+		SyncInterval: 2 * time.Minute, // what `sync_interval: always` sets beside SyncAlways
+		NoSigs:       true,
+	}
+	if len(routes) > 0 {
+		// Without routes the server runs JetStream on its own: a cluster
+		// of one (replicas 1), for trying things out; it cannot grow later.
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
+		opts.Routes = routes
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	srv.SetLoggerV2(serverLogger{logger.With("component", "nats")}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("nats-server: not ready for connections after 30s")
+	}
+	return srv, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return host, port, nil
+}
+
+// serverLogger sends nats-server's messages to slog: notices at debug
+// level (it is chatty while a cluster forms), warnings and errors as such.
+type serverLogger struct{ l *slog.Logger }
+
+func (s serverLogger) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
+func (s serverLogger) Warnf(format string, v ...any)   { s.l.Warn(fmt.Sprintf(format, v...)) }
+func (s serverLogger) Fatalf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
+func (s serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.HasPrefix(msg, "Error trying to connect to route") {
+		// Every second while a peer is down: expected, and `demosvc
+		// cluster status` tells the story better.
+		s.l.Debug(msg)
+		return
+	}
+	s.l.Error(msg)
+}
+func (s serverLogger) Debugf(format string, v ...any) {}
+func (s serverLogger) Tracef(format string, v ...any) {}

@@ -1,0 +1,211 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"demosvc/eventlog"
+)
+
+// In a cluster any node takes any request. Reads are served from the
+// node's own state. A write goes to the writer: on the writer it runs
+// here, elsewhere it is forwarded there, and the answering node waits
+// until it has applied the write before it answers, so the client reads
+// its write on the node it asked. Every write's answer carries X-Seq, the
+// log seq the write is at or below; a request with X-Min-Seq: N waits,
+// up to cluster.read_wait, until the node has applied seq N.
+
+// Headers of the cluster protocol.
+const (
+	HeaderSeq       = "X-Seq"
+	HeaderMinSeq    = "X-Min-Seq"
+	headerForwarded = "X-Demosvc-Forwarded-By"
+)
+
+// ClusterNode is what the API needs to know of the cluster.
+type ClusterNode interface {
+	// IsWriter reports whether this node takes writes now.
+	IsWriter() bool
+	// WriterAddr is the writer's API address (host:port), "" when no
+	// node holds the writer lease.
+	WriterAddr() string
+	// Roles names this node's roles: writer or follower, and dispatcher.
+	Roles() []string
+	// Lag is how many entries of the replicated log this node has yet
+	// to apply.
+	Lag() uint64
+}
+
+// ClusterOptions configures NewClusterHandler.
+type ClusterOptions struct {
+	Node     ClusterNode
+	Log      *eventlog.Log
+	NodeName string
+	Scheme   string        // "http" or "https": how the writer's API answers
+	ReadWait time.Duration // the longest wait for X-Min-Seq, and for a forwarded write to arrive here
+	Logger   *slog.Logger
+}
+
+// NewClusterHandler puts the cluster's routing in front of api.
+func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&url.URL{Scheme: o.Scheme, Host: r.In.Context().Value(writerAddrKey{}).(string)})
+			r.Out.Host = r.In.Host
+			r.SetXForwarded()
+			r.Out.Header.Set(headerForwarded, o.NodeName)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			// Answer only once this node has applied the write.
+			seq, err := strconv.ParseUint(resp.Header.Get(HeaderSeq), 10, 64)
+			if err != nil {
+				return nil // refused before any write (an error object)
+			}
+			ctx, cancel := context.WithTimeout(resp.Request.Context(), o.ReadWait)
+			defer cancel()
+			if err := o.Log.WaitFor(ctx, seq); err != nil {
+				o.Logger.Warn("answering a forwarded write before this node applied it", "seq", seq, "err", err)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			o.Logger.Warn("forwarding a write to the writer", "writer", r.Context().Value(writerAddrKey{}), "err", err)
+			unavailable(w, "the cluster's writer did not answer (it may be changing); the write may or may not have been made: retry it, with an Idempotency-Key to be safe")
+		},
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(HeaderMinSeq); v != "" {
+			min, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, ErrorBody{Error: ErrorObject{Code: "invalid_request",
+					Message: "X-Min-Seq must be a log seq (a non-negative integer)", Param: HeaderMinSeq}})
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), o.ReadWait)
+			err = o.Log.WaitFor(ctx, min)
+			cancel()
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				unavailable(w, "this node has applied the log up to seq "+strconv.FormatUint(o.Log.DurableSeq(), 10)+
+					", not yet "+v+"; retry, or ask another node")
+				return
+			}
+		}
+		if !isWrite(r.Method) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if o.Node.IsWriter() {
+			api.ServeHTTP(&seqWriter{ResponseWriter: w, log: o.Log}, r)
+			return
+		}
+		addr := o.Node.WriterAddr()
+		if addr == "" || r.Header.Get(headerForwarded) != "" {
+			// No writer now, or one that just stopped being it: forwarding
+			// again could loop.
+			w.Header().Set("Retry-After", "1")
+			unavailable(w, "the cluster has no writer at the moment (one is being elected); retry shortly")
+			return
+		}
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerAddrKey{}, addr)))
+	})
+}
+
+type writerAddrKey struct{}
+
+func isWrite(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
+
+func unavailable(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: ErrorObject{Code: EUnavailable, Message: msg}})
+}
+
+// seqWriter sets X-Seq as the answer's header goes out: the write, done
+// by then, is at or below the log's durable head.
+type seqWriter struct {
+	http.ResponseWriter
+	log  *eventlog.Log
+	sent bool
+}
+
+func (w *seqWriter) WriteHeader(code int) {
+	if !w.sent {
+		w.sent = true
+		w.Header().Set(HeaderSeq, strconv.FormatUint(w.log.DurableSeq(), 10))
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *seqWriter) Write(b []byte) (int, error) {
+	if !w.sent {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *seqWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ClusterCollectors are the gauges of this node's place in the cluster.
+func ClusterCollectors(node ClusterNode, log *eventlog.Log) []prometheus.Collector {
+	role := func(name string) func() float64 {
+		return func() float64 {
+			for _, r := range node.Roles() {
+				if r == name {
+					return 1
+				}
+			}
+			return 0
+		}
+	}
+	var out []prometheus.Collector
+	for _, name := range []string{"writer", "follower", "dispatcher"} {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_role", Help: "1 when this node holds the role (writer, follower, dispatcher), else 0.",
+			ConstLabels: prometheus.Labels{"role": name},
+		}, role(name)))
+	}
+	return append(out,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_applied_seq", Help: "The last log seq this node has applied.",
+		}, func() float64 { return float64(log.DurableSeq()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_applied_position", Help: "The last entry of the replicated log (stream sequence) this node has applied.",
+		}, func() float64 { return float64(log.ReplPos()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_lag", Help: "Entries of the replicated log this node had yet to apply when it applied its last one.",
+		}, func() float64 { return float64(node.Lag()) }),
+	)
+}
+
+// ClusterStatus adds this node's role, applied seq and lag to /readyz.
+func (h *Health) ClusterStatus(node ClusterNode) {
+	h.cluster.Store(&node)
+}
+
+// clusterInfo is the cluster part of /readyz, nil on a single node.
+func (h *Health) clusterInfo() map[string]any {
+	p := h.cluster.Load()
+	if p == nil {
+		return nil
+	}
+	node := *p
+	return map[string]any{"roles": node.Roles(), "applied_seq": h.log.DurableSeq(),
+		"applied_position": h.log.ReplPos(), "lag": node.Lag(), "writer": node.WriterAddr()}
+}
+
+// errNotWriter tells apart, in answerError, the writes the cluster did
+// not take (retry) from storage failures (restart).
+func errNotWriter(err error) bool {
+	return errors.Is(err, eventlog.ErrNotWriter) || errors.Is(err, eventlog.ErrStale)
+}

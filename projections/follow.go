@@ -1,0 +1,61 @@
+package projections
+
+import (
+	"fmt"
+)
+
+// In a cluster every node follows the replicated log: the entries other
+// nodes appended come here, land in this node's store and then in the
+// state, under the same lock the writer holds for a group, so a reader
+// sees an entry whole or not at all and never an entry whose local commit
+// has not returned. The node that appended an entry itself already holds
+// it; the log skips it.
+
+// ApplyEntry applies the replicated log's entry at position pos to the
+// store and the state. An error wrapping eventlog.ErrCorrupt means the
+// entry does not continue this node's chain: the node must stop following.
+func (p *Projections) ApplyEntry(pos uint64, data []byte) error {
+	err := p.applyEntry(pos, data)
+	if err == nil {
+		p.maybeSnapshot(p.Seq())
+	}
+	return err
+}
+
+func (p *Projections) applyEntry(pos uint64, data []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs, err := p.log.ApplyEntry(pos, data)
+	if err != nil {
+		return err
+	}
+	reg := p.log.Registry()
+	for i := range recs {
+		payload, err := reg.Decode(&recs[i])
+		if err == nil {
+			err = p.state.apply(&recs[i], payload)
+		}
+		if err != nil {
+			// The records are durable here but the state cannot take
+			// them: go back to what the store says, as after a failed
+			// commit, and report it.
+			p.rebuild()
+			return fmt.Errorf("applying seq %d (%s) from the replicated log: %w", recs[i].Seq, recs[i].Type, err)
+		}
+	}
+	return nil
+}
+
+// ReloadIdempotency reloads the recorded answers from the store. A node
+// that becomes the writer calls it: while it followed, the answers other
+// writers recorded reached its store but not the writer's index.
+func (p *Projections) ReloadIdempotency() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	idem, err := loadIdempotency(p.log.Store(), p.log.IDs().Now())
+	if err != nil {
+		return err
+	}
+	p.idem = idem
+	return nil
+}
