@@ -13,11 +13,20 @@ import (
 // every command queued at that moment as one group: it adds each command's
 // events to one log transaction and applies them to the state at once, so a
 // later command of the group is checked against the effects of the earlier
-// ones. The state stays write-locked until the group's single fsync returns,
-// so no reader ever sees a change that is not durable, and no two commands
-// can both pass a check that only one of them may pass. A group that fails
-// to commit, or a command that produced an event the state cannot apply,
-// sends the state back to what the durable log says (rebuild).
+// ones. A group that fails to commit, or a command that produced an event
+// the state cannot apply, sends the state back to what the durable log says
+// (rebuild).
+//
+// Groups are pipelined: while group N's fsync runs, the writer decides
+// group N+1 against the state with N applied, and starts its commit, which
+// the log orders after N's (eventlog.Txn.Start). Readers never see either
+// before it is durable: the writer holds the state's write lock from
+// deciding a group until the fsync of the last group it decided returns.
+// So that readers are not kept out for long, it decides no further group
+// while a reader waits (readers counts them), nor after a group that
+// changed who can authenticate, whose published index (auth.go) is rebuilt
+// from the state when nothing undurable is left in it. Commands are
+// answered as their own group's fsync returns.
 
 // Command is one change request.
 type Command struct {
@@ -115,30 +124,57 @@ func (p *Projections) snapshot() {
 
 func (p *Projections) writer() {
 	defer close(p.stopped)
-	group := make([]*pending, 0, maxGroup)
+	var carry *pending // received, but not decided: a reader was waiting
 	for {
-		select {
-		case req := <-p.queue:
-			group = append(group[:0], req)
-		case <-p.stop:
-			p.drain()
-			return
-		}
-	gather:
-		for len(group) < maxGroup {
+		req := carry
+		carry = nil
+		if req == nil {
 			select {
-			case req := <-p.queue:
-				group = append(group, req)
-			default:
-				break gather
+			case req = <-p.queue:
+			case <-p.stop:
+				p.drain()
+				return
 			}
 		}
-		outs := p.commit(group)
-		for i, req := range group {
-			req.done <- outs[i]
+		p.mu.Lock()
+		f := p.begin(p.gather(req))
+		for f != nil {
+			var next *flight
+			if f.pipelines() && !p.broken {
+				select {
+				case <-f.done():
+				case req := <-p.queue:
+					if p.readers.Load() > 0 {
+						carry = req
+					} else {
+						next = p.begin(p.gather(req))
+					}
+				}
+			}
+			p.finish(f)
+			f = next
 		}
+		if p.broken {
+			p.rebuild()
+			p.broken = false
+		}
+		p.mu.Unlock()
 		p.maybeSnapshot(p.Seq())
 	}
+}
+
+// gather returns first and the commands queued behind it, up to maxGroup.
+func (p *Projections) gather(first *pending) []*pending {
+	group := []*pending{first}
+	for len(group) < maxGroup {
+		select {
+		case req := <-p.queue:
+			group = append(group, req)
+		default:
+			return group
+		}
+	}
+	return group
 }
 
 func (p *Projections) drain() {
@@ -152,26 +188,49 @@ func (p *Projections) drain() {
 	}
 }
 
-// commit decides, applies and commits one group.
-func (p *Projections) commit(group []*pending) []outcome {
-	outs := make([]outcome, len(group))
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// flight is a decided group whose commit is under way.
+type flight struct {
+	group  []*pending
+	outs   []outcome
+	commit *eventlog.Flight // nil when the group failed before its commit
+	// auth says the group changed accounts or keys: the published
+	// authentication index must be rebuilt once it is durable.
+	auth bool
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (f *flight) done() <-chan struct{} {
+	if f.commit == nil {
+		return closedChan
+	}
+	return f.commit.Done()
+}
+
+// pipelines says whether a next group may be decided while f syncs.
+func (f *flight) pipelines() bool { return f.commit != nil && !f.auth }
+
+// begin decides and applies one group, and starts its commit. The caller
+// holds the write lock. After a failure p.broken is set: the state holds
+// changes that are not in the log, and no later group may be decided
+// until it is rebuilt.
+func (p *Projections) begin(group []*pending) *flight {
+	f := &flight{group: group, outs: make([]outcome, len(group))}
 	tx, err := p.log.Begin()
 	if err != nil {
-		for i := range outs {
-			outs[i].err = err
-		}
-		return outs
+		failAll(f.outs, err)
+		return f
 	}
 	expired, err := p.sweepIdempotency(tx, len(group))
 	if err != nil {
 		tx.Abort()
-		return failAll(outs, err)
+		failAll(f.outs, err)
+		return f
 	}
+	gen := p.state.authGen
 	var broken error
 	for i, req := range group {
-		if outs[i], broken = p.decide(tx, req.cmd); broken != nil {
+		if f.outs[i], broken = p.decide(tx, req.cmd); broken != nil {
 			break
 		}
 	}
@@ -179,26 +238,42 @@ func (p *Projections) commit(group []*pending) []outcome {
 		// A command produced an event the state cannot apply: a bug. Commit
 		// nothing of this group, and go back to what the log says.
 		tx.Abort()
-		p.rebuild()
-		return failAll(outs, fmt.Errorf("%w", broken))
+		p.broken = true
+		failAll(f.outs, fmt.Errorf("%w", broken))
+		return f
 	}
-	if err := tx.Commit(); err != nil {
-		// The state now holds changes that may not be on disk. Go back to
-		// exactly what the durable log says.
-		p.rebuild()
-		return failAll(outs, err)
-	}
+	// Expired answers leave memory now: if the commit fails, rebuild
+	// reloads what the store holds.
 	p.idem.remove(expired)
-	return outs
+	f.auth = p.state.authGen != gen
+	f.commit = tx.Start()
+	return f
 }
 
-func failAll(outs []outcome, err error) []outcome {
+// finish waits for f's commit and answers its commands. The caller holds
+// the write lock.
+func (p *Projections) finish(f *flight) {
+	if f.commit != nil {
+		if err := f.commit.Wait(); err != nil {
+			// The state now holds changes that may not be on disk: it is
+			// rebuilt from the durable log once no group is in flight.
+			p.broken = true
+			failAll(f.outs, err)
+		} else if f.auth {
+			p.publishAuth()
+		}
+	}
+	for i, req := range f.group {
+		req.done <- f.outs[i]
+	}
+}
+
+func failAll(outs []outcome, err error) {
 	for i := range outs {
 		if outs[i].err == nil {
 			outs[i] = outcome{err: err}
 		}
 	}
-	return outs
 }
 
 // rebuild replaces the state by a replay of the durable log, and the
@@ -215,6 +290,7 @@ func (p *Projections) rebuild() {
 	if idem, err := loadIdempotency(p.log.Store(), p.log.IDs().Now()); err == nil {
 		p.idem = idem
 	}
+	p.publishAuth()
 }
 
 // decide runs one command. A non-nil second result means the group must
