@@ -137,22 +137,33 @@ func (p *Projections) writer() {
 			}
 		}
 		p.mu.Lock()
-		f := p.begin(p.gather(req))
+		f := p.open()
+		p.add(f, p.gather(req, maxGroup))
+		p.start(f)
+		// While f syncs, the commands that arrive are decided into the
+		// next group, which starts as soon as f's commit returns.
+		var next *flight
 		for f != nil {
-			var next *flight
-			if f.pipelines() && !p.broken {
+			if carry == nil && f.pipelines() && !p.broken && (next == nil || len(next.group) < maxGroup) {
 				select {
 				case <-f.done():
 				case req := <-p.queue:
 					if p.readers.Load() > 0 {
 						carry = req
-					} else {
-						next = p.begin(p.gather(req))
+						continue
 					}
+					if next == nil {
+						next = p.open()
+					}
+					p.add(next, p.gather(req, maxGroup-len(next.group)))
+					continue
 				}
 			}
 			p.finish(f)
-			f = next
+			f, next = next, nil
+			if f != nil {
+				p.start(f)
+			}
 		}
 		if p.broken {
 			p.rebuild()
@@ -163,10 +174,10 @@ func (p *Projections) writer() {
 	}
 }
 
-// gather returns first and the commands queued behind it, up to maxGroup.
-func (p *Projections) gather(first *pending) []*pending {
+// gather returns first and the commands queued behind it, up to limit.
+func (p *Projections) gather(first *pending, limit int) []*pending {
 	group := []*pending{first}
-	for len(group) < maxGroup {
+	for len(group) < limit {
 		select {
 		case req := <-p.queue:
 			group = append(group, req)
@@ -188,11 +199,15 @@ func (p *Projections) drain() {
 	}
 }
 
-// flight is a decided group whose commit is under way.
+// flight is one group: open while its commands are decided, then
+// committing.
 type flight struct {
 	group  []*pending
 	outs   []outcome
-	commit *eventlog.Flight // nil when the group failed before its commit
+	tx     *eventlog.Txn    // while open; nil once started or failed
+	err    error            // why the group failed before its commit
+	commit *eventlog.Flight // once started
+	gen    uint64           // the state's authGen when the group opened
 	// auth says the group changed accounts or keys: the published
 	// authentication index must be rebuilt once it is durable.
 	auth bool
@@ -207,47 +222,60 @@ func (f *flight) done() <-chan struct{} {
 	return f.commit.Done()
 }
 
-// pipelines says whether a next group may be decided while f syncs.
+// pipelines says whether the next group may be decided while f syncs.
 func (f *flight) pipelines() bool { return f.commit != nil && !f.auth }
 
-// begin decides and applies one group, and starts its commit. The caller
-// holds the write lock. After a failure p.broken is set: the state holds
-// changes that are not in the log, and no later group may be decided
-// until it is rebuilt.
-func (p *Projections) begin(group []*pending) *flight {
-	f := &flight{group: group, outs: make([]outcome, len(group))}
-	tx, err := p.log.Begin()
-	if err != nil {
-		failAll(f.outs, err)
-		return f
-	}
-	expired, err := p.sweepIdempotency(tx, len(group))
-	if err != nil {
-		tx.Abort()
-		failAll(f.outs, err)
-		return f
-	}
-	gen := p.state.authGen
-	var broken error
-	for i, req := range group {
-		if f.outs[i], broken = p.decide(tx, req.cmd); broken != nil {
-			break
+// open begins a group's transaction. The caller holds the write lock.
+func (p *Projections) open() *flight {
+	f := &flight{gen: p.state.authGen}
+	f.tx, f.err = p.log.Begin()
+	return f
+}
+
+// add decides and applies cmds in f. After a command produced an event the
+// state cannot apply (a bug), the group is abandoned, and p.broken set: the
+// state holds changes that are not in the log, and no later group may be
+// decided until it is rebuilt.
+func (p *Projections) add(f *flight, cmds []*pending) {
+	for _, req := range cmds {
+		f.group = append(f.group, req)
+		if f.tx == nil {
+			f.outs = append(f.outs, outcome{err: f.err})
+			continue
+		}
+		out, broken := p.decide(f.tx, req.cmd)
+		f.outs = append(f.outs, out)
+		if broken != nil {
+			// Commit nothing of this group, and go back to what the log says.
+			f.tx.Abort()
+			f.tx, f.err = nil, fmt.Errorf("%w", broken)
+			p.broken = true
+			failAll(f.outs, f.err)
 		}
 	}
-	if broken != nil {
-		// A command produced an event the state cannot apply: a bug. Commit
-		// nothing of this group, and go back to what the log says.
-		tx.Abort()
+}
+
+// start queues the expired idempotency records' deletion in f and starts
+// its commit.
+func (p *Projections) start(f *flight) {
+	if f.tx == nil {
+		return
+	}
+	expired, err := p.sweepIdempotency(f.tx, len(f.group))
+	if err != nil {
+		// The group's changes are in the state but will not be in the log.
+		f.tx.Abort()
+		f.tx, f.err = nil, err
 		p.broken = true
-		failAll(f.outs, fmt.Errorf("%w", broken))
-		return f
+		failAll(f.outs, err)
+		return
 	}
 	// Expired answers leave memory now: if the commit fails, rebuild
 	// reloads what the store holds.
 	p.idem.remove(expired)
-	f.auth = p.state.authGen != gen
-	f.commit = tx.Start()
-	return f
+	f.auth = p.state.authGen != f.gen
+	f.commit = f.tx.Start()
+	f.tx = nil
 }
 
 // finish waits for f's commit and answers its commands. The caller holds
