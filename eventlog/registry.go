@@ -27,7 +27,7 @@ type eventType struct {
 	name     string
 	latest   int
 	versions map[int]reflect.Type
-	fresh    map[int]func() any // a new zero payload of each version
+	fresh    map[int]func() any             // a new zero payload of each version
 	upcast   map[int]func(any) (any, error) // from version n to n+1
 }
 
