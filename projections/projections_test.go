@@ -194,7 +194,6 @@ func (e *env) liveDump() string {
 func TestStateIsAPureFunctionOfTheLog(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			t.Parallel() // each waits on its own fsyncs
 			e := openEnv(t, "", DefaultOptions)
 			g := newOpGen(t, e, seed)
 			inSnapshot := false
