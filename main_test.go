@@ -30,7 +30,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden sections of testdata/script/*.txtar")
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(waitingScripts{m}, map[string]func(){
 		"demosvc": func() {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := run(ctx, os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
@@ -38,6 +38,26 @@ func TestMain(m *testing.M) {
 			os.Exit(code)
 		},
 	})
+}
+
+// scriptParallel is how many scripts run at once unless -parallel says:
+// a script spends most of its time waiting for the server it started (its
+// fsyncs, its start-up, a receiver), so two at a time, GOMAXPROCS on the
+// development machine, leaves the cores idle.
+const scriptParallel = 6
+
+// waitingScripts runs the tests with -parallel scriptParallel when the
+// command line does not set it.
+type waitingScripts struct{ m *testing.M }
+
+func (w waitingScripts) Run() int {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(scriptParallel))
+	}
+	return w.m.Run()
 }
 
 // TestScripts runs testdata/script/*.txtar: the binary as users run it.

@@ -45,14 +45,17 @@ func (c *cli) serve(args []string) int {
 	if err != nil {
 		return c.fail(cf, "%v", err)
 	}
-	logger := newLogger(cfg, c.stderr)
-	if err := c.runServer(cfg, logger); err != nil {
+	sink := newLogSink(c.stderr)
+	defer sink.Close()
+	logger := newLogger(cfg, sink)
+	if err := c.runServer(cfg, logger, newLogger(cfg, sink.Batched())); err != nil {
 		return c.fail(cf, "%v", err)
 	}
 	return exitOK
 }
 
-func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
+// runServer serves until a signal; requests log their line to access.
+func (c *cli) runServer(cfg *config.Config, logger, access *slog.Logger) error {
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
 	if err != nil {
 		return errors.New(openError(cfg.DataDir, err))
@@ -204,7 +207,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger) error {
 	}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
-	var api http.Handler = demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, Metrics: metrics,
+	var api http.Handler = demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, AccessLog: access, Metrics: metrics,
 		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
 		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health)})
 	if node != nil {

@@ -107,9 +107,9 @@ func (l *Log) checkHeadMark(head Record) error {
 // open notices if records up to it are lost. Close calls it; a long-running
 // writer may call it after a checkpoint.
 func (l *Log) MarkHead() error {
-	l.head.Lock()
+	l.durableMu.Lock()
 	seq, hash := l.next-1, l.lastHash
-	l.head.Unlock()
+	l.durableMu.Unlock()
 	if seq == 0 {
 		return nil
 	}

@@ -72,16 +72,31 @@ func (s *IDs) New(prefix string) string {
 // every id demosvc shows, without allocating beyond dst's growth.
 func AppendID(dst []byte, prefix string, id ulid.ULID) []byte {
 	dst = append(dst, prefix...)
-	n := len(dst)
-	dst = append(dst, make([]byte, ulid.EncodedSize)...)
-	_ = id.MarshalTextTo(dst[n:])
-	for i := n; i < len(dst); i++ {
-		if c := dst[i]; c >= 'A' && c <= 'Z' {
-			dst[i] = c + 'a' - 'A'
+	// Crockford base32 of the 128 bits, 5 bits a character from the top
+	// (the first character carries the top 3), written lowercase directly:
+	// ulid's own encoder writes uppercase, which every id in every answer
+	// would then have to lower.
+	hi := uint64(id[0])<<56 | uint64(id[1])<<48 | uint64(id[2])<<40 | uint64(id[3])<<32 |
+		uint64(id[4])<<24 | uint64(id[5])<<16 | uint64(id[6])<<8 | uint64(id[7])
+	lo := uint64(id[8])<<56 | uint64(id[9])<<48 | uint64(id[10])<<40 | uint64(id[11])<<32 |
+		uint64(id[12])<<24 | uint64(id[13])<<16 | uint64(id[14])<<8 | uint64(id[15])
+	for i := range ulid.EncodedSize {
+		shift := uint(5 * (ulid.EncodedSize - 1 - i)) // of the character's lowest bit in the 130-bit number
+		var v uint64
+		switch {
+		case shift >= 64:
+			v = hi >> (shift - 64)
+		case shift == 0:
+			v = lo
+		default:
+			v = lo>>shift | hi<<(64-shift)
 		}
+		dst = append(dst, lowerCrockford[v&31])
 	}
 	return dst
 }
+
+const lowerCrockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // FormatID returns prefix and id's 26 characters in lowercase, in one
 // allocation for a prefix of up to 8 bytes.

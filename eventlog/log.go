@@ -74,11 +74,20 @@ type Log struct {
 	closing   chan struct{} // closed by Close: waiters stop waiting
 	closeOnce sync.Once
 
-	// head guards the head of the chain. An open Txn holds it.
-	head     sync.Mutex
-	closed   bool
-	next     uint64
-	lastHash [HashSize]byte
+	// head guards the tip of the chain: where the next Txn continues,
+	// which may be past the durable head while a started commit syncs. An
+	// open Txn holds it.
+	head    sync.Mutex
+	closed  bool
+	tip     *Flight // the last commit started, nil before the first
+	tipNext uint64
+	tipHash [HashSize]byte
+
+	// durableMu guards the durable head of the chain: the record after the
+	// last durable one, and that one's hash.
+	durableMu sync.Mutex
+	next      uint64
+	lastHash  [HashSize]byte
 }
 
 // OpenLog opens the log kept in store, recovering the head of the chain.
@@ -107,6 +116,7 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 	}
 	l.next = head.Seq + 1
 	l.lastHash = head.Hash
+	l.tipNext, l.tipHash = l.next, l.lastHash
 	l.durable.Store(head.Seq)
 	pos, err := store.loadReplPos()
 	if err != nil {
@@ -303,7 +313,11 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.head.Lock()
 		l.closed = true
+		tip := l.tip
 		l.head.Unlock()
+		if tip != nil {
+			tip.Wait() // its outcome is the failure checked below
+		}
 		close(l.closing)
 		if l.failure() == nil {
 			err = l.MarkHead()

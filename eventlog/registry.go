@@ -27,6 +27,7 @@ type eventType struct {
 	name     string
 	latest   int
 	versions map[int]reflect.Type
+	fresh    map[int]func() any             // a new zero payload of each version
 	upcast   map[int]func(any) (any, error) // from version n to n+1
 }
 
@@ -66,7 +67,7 @@ func Register[T any, PT interface {
 	}
 	et := r.types[name]
 	if et == nil {
-		et = &eventType{name: name, versions: map[int]reflect.Type{}, upcast: map[int]func(any) (any, error){}}
+		et = &eventType{name: name, versions: map[int]reflect.Type{}, fresh: map[int]func() any{}, upcast: map[int]func(any) (any, error){}}
 		r.types[name] = et
 	}
 	if version != et.latest+1 {
@@ -76,6 +77,7 @@ func Register[T any, PT interface {
 		panic(fmt.Sprintf("eventlog: %s version %d needs an upcaster from %d", name, version, version-1))
 	}
 	et.versions[version] = t
+	et.fresh[version] = func() any { return new(T) }
 	et.latest = version
 	r.byGo[t] = schema{name: name, version: version}
 }
@@ -137,8 +139,28 @@ func (r *Registry) goType(name string, version int) (reflect.Type, error) {
 }
 
 // DecodeStored decodes a record's payload with the Go type of its own
-// version, without upcasting. It returns a pointer to that type.
+// version, without upcasting. It returns a pointer to that type. A type
+// that is a PayloadDecoder decodes itself when the bytes are in the form
+// it knows; any other bytes go through DecodeStoredReflective, so the
+// result is the same either way.
 func (r *Registry) DecodeStored(rec *Record) (any, error) {
+	if et := r.types[rec.Type]; et != nil {
+		if fresh := et.fresh[rec.Version]; fresh != nil {
+			if v, ok := fresh().(PayloadDecoder); ok {
+				pr := PayloadReader{r: reader{b: rec.Payload}}
+				if v.DecodePayload(&pr) && pr.End() {
+					return v, nil
+				}
+			}
+		}
+	}
+	return r.DecodeStoredReflective(rec)
+}
+
+// DecodeStoredReflective is DecodeStored through msgpack's reflection
+// alone: what every payload type without its own decoder takes, and what
+// any payload a PayloadDecoder does not know falls back to.
+func (r *Registry) DecodeStoredReflective(rec *Record) (any, error) {
 	t, err := r.goType(rec.Type, rec.Version)
 	if err != nil {
 		return nil, err

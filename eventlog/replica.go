@@ -158,7 +158,10 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	l.durableMu.Lock()
 	l.next, l.lastHash = next, hash
+	l.durableMu.Unlock()
+	l.tip, l.tipNext, l.tipHash = nil, next, hash // a replicated log is never pipelined
 	l.publish(next - 1)
 	if l.opts.OnCommit != nil {
 		l.opts.OnCommit(len(recs))

@@ -13,14 +13,21 @@ import (
 // so its records get consecutive seqs and chain hashes as soon as they are
 // added; a caller can apply them to in-memory state before committing, and
 // later commands of the group see their effects. Nothing added is durable
-// or visible to readers until Commit returns nil.
+// or visible to readers until Commit (or the Wait of its Start) returns nil.
+//
+// Start lets the next Txn be built while this one syncs: the next one
+// continues the chain from this one's last record, and its own commit
+// waits for this one's and fails if this one failed. So commits reach the
+// disk in the order their transactions began, and a later one is never
+// durable without every earlier one.
 type Txn struct {
 	l     *Log
 	batch *pebble.Batch
 	now   time.Time
 	next  uint64
 	hash  [HashSize]byte
-	n     int // records and puts added
+	n     int     // records and puts added
+	prev  *Flight // the commit started before this Txn began, if any
 
 	// With a Replicator, what the commit appends to the replicated log,
 	// and the position it got there.
@@ -28,9 +35,27 @@ type Txn struct {
 	pos   uint64
 }
 
-// Begin opens a transaction, waiting until no other is open. It returns
-// ErrUnavailable after a storage failure and ErrClosed after Close. Every
-// Txn must end with Commit or Abort.
+// Flight is a commit under way (see Txn.Start).
+type Flight struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Done is closed when the commit has ended; Wait then returns at once.
+func (f *Flight) Done() <-chan struct{} { return f.done }
+
+// Wait returns when the commit has ended: nil when every record of its
+// transaction, and of every transaction started before it, is durable and
+// visible to readers; ErrUnavailable (or the error of the earlier commit
+// that failed) otherwise.
+func (f *Flight) Wait() error {
+	<-f.done
+	return f.err
+}
+
+// Begin opens a transaction, waiting until no other is open (a started
+// one is no longer open). It returns ErrUnavailable after a storage failure
+// and ErrClosed after Close. Every Txn must end with Commit, Start or Abort.
 func (l *Log) Begin() (*Txn, error) {
 	l.head.Lock()
 	if l.closed {
@@ -52,7 +77,7 @@ func (l *Log) Begin() (*Txn, error) {
 		l.head.Unlock()
 		return nil, fmt.Errorf("%w: %s holds a copy of a cluster's log; write through a running cluster node", ErrNotWriter, l.db.Dir())
 	}
-	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.next, hash: l.lastHash}, nil
+	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.tipNext, hash: l.tipHash, prev: l.tip}, nil
 }
 
 // Now is the time every record of the transaction carries.
@@ -132,44 +157,122 @@ func (t *Txn) Delete(key []byte) error {
 
 // fail records an error that leaves the batch in an unknown state: the log
 // stops accepting writes, as after a failed commit.
-func (t *Txn) fail(err error) error {
+func (t *Txn) fail(err error) error { return t.l.fail(err) }
+
+func (l *Log) fail(err error) error {
 	err = fmt.Errorf("%w: %v", ErrUnavailable, err)
-	t.l.failed.Store(&err)
+	l.failed.Store(&err)
 	return err
 }
 
 // Commit writes everything added with one fsync, then makes it visible to
 // readers and ends the transaction. On a storage failure it returns
 // ErrUnavailable, and the log accepts no more writes: whether the batch
-// reached the disk cannot be known.
-func (t *Txn) Commit() error {
+// reached the disk cannot be known. It is Start then Wait.
+func (t *Txn) Commit() error { return t.Start().Wait() }
+
+// Start ends the transaction and commits it in the background: the next
+// Begin may return before this commit's fsync does, and continues the
+// chain after this transaction's records. The Flight's Wait says how the
+// commit ended; records become visible to readers only when it succeeds.
+func (t *Txn) Start() *Flight {
 	l := t.l
-	defer t.end()
+	f := &Flight{done: make(chan struct{})}
+	batch, prev, n, next, hash := t.batch, t.prev, t.n, t.next, t.hash
+	if batch == nil {
+		f.err = errors.New("eventlog: transaction already ended")
+		close(f.done)
+		return f
+	}
+	t.batch = nil // the flight owns it now
+	if l.opts.Replicator != nil {
+		// The replicated log decides, and a refused append is not a
+		// storage failure: the log goes on from its durable head. So a
+		// replicated commit is not pipelined: it ends before the next
+		// Begin, and the chain continues only after a success.
+		defer l.head.Unlock()
+		defer close(f.done)
+		defer batch.Close()
+		t.batch = batch
+		f.err = t.commitReplicated()
+		t.batch = nil
+		if f.err == nil {
+			l.tip, l.tipNext, l.tipHash = nil, next, hash
+		} else {
+			l.tip, l.tipNext, l.tipHash = nil, l.next, l.lastHash
+		}
+		return f
+	}
+	l.tip, l.tipNext, l.tipHash = f, next, hash
+	l.head.Unlock()
+	go func() {
+		defer close(f.done)
+		defer batch.Close()
+		if prev != nil {
+			// Never write after a commit that failed, and never report this
+			// one durable before the earlier one is.
+			if err := prev.Wait(); err != nil {
+				f.err = err
+				return
+			}
+		}
+		if n == 0 {
+			return
+		}
+		if err := l.failure(); err != nil {
+			f.err = err
+			return
+		}
+		if err := l.db.commitSync(batch); err != nil {
+			f.err = l.fail(fmt.Errorf("commit: %v", err))
+			return
+		}
+		l.durableMu.Lock()
+		records := int(next - l.next)
+		l.next, l.lastHash = next, hash
+		l.durableMu.Unlock()
+		l.publish(next - 1)
+		if l.opts.OnCommit != nil && records > 0 {
+			l.opts.OnCommit(records)
+		}
+	}()
+	return f
+}
+
+// commitReplicated appends the transaction to the replicated log, then
+// commits it here; the caller holds the head lock, and no commit is in
+// flight (none is started while a replicated one runs).
+func (t *Txn) commitReplicated() error {
+	l := t.l
+	if t.prev != nil {
+		if err := t.prev.Wait(); err != nil {
+			return err
+		}
+	}
 	if t.n == 0 {
 		return nil
 	}
 	if err := l.failure(); err != nil {
 		return err
 	}
-	if l.opts.Replicator != nil {
-		// The replicated log decides: nothing reaches this store, and
-		// no client hears of it, unless the append was acknowledged.
-		// A refused append is not a storage failure: the log goes on.
-		if err := t.replicate(); err != nil {
-			if !errors.Is(err, ErrStale) && !errors.Is(err, ErrNotWriter) {
-				err = fmt.Errorf("%w: appending to the replicated log: %v", ErrNotWriter, err)
-			}
-			return err
+	// Nothing reaches this store, and no client hears of it, unless the
+	// append was acknowledged.
+	if err := t.replicate(); err != nil {
+		if !errors.Is(err, ErrStale) && !errors.Is(err, ErrNotWriter) {
+			err = fmt.Errorf("%w: appending to the replicated log: %v", ErrNotWriter, err)
 		}
+		return err
 	}
 	if err := l.db.commitSync(t.batch); err != nil {
-		return t.fail(fmt.Errorf("commit: %v", err))
+		return l.fail(fmt.Errorf("commit: %v", err))
 	}
 	if t.pos != 0 {
 		l.replPos.Store(t.pos)
 	}
+	l.durableMu.Lock()
 	records := int(t.next - l.next)
 	l.next, l.lastHash = t.next, t.hash
+	l.durableMu.Unlock()
 	l.publish(t.next - 1)
 	if l.opts.OnCommit != nil && records > 0 {
 		l.opts.OnCommit(records)

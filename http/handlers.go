@@ -124,7 +124,10 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := projections.SessionFilter{AgentID: q.Filters["agent_id"], ContactID: q.Filters["contact_id"], Status: q.Filters["status"]}
-	body, lastID, more, err := s.deps.State.SessionsJSON(principal(r).Account.ID, f, q.ListQuery)
+	buf := pageBuffers.Get().(*[]byte)
+	defer putPageBuffer(buf)
+	body, lastID, more, err := s.deps.State.SessionsJSON((*buf)[:0], principal(r).Account.ID, f, q.ListQuery)
+	*buf = body
 	if err != nil {
 		s.writeError(w, r, err)
 		return

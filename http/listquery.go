@@ -92,6 +92,10 @@ func accepted(spec listSpec) string {
 // lists check the rest with parseListQuery.
 func (s *Server) wellFormedQuery(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery == "" {
+			h(w, r)
+			return
+		}
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 			s.writeError(w, r, malformedQuery(err))
 			return

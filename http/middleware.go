@@ -58,15 +58,16 @@ func principal(r *http.Request) projections.Principal {
 // handler serves it (the starting one, then the server): a request id,
 // recovery from panics, one log line and the metrics.
 type front struct {
-	logger  *slog.Logger
+	logger  *slog.Logger // panics, and the line of a request answered 5xx
+	access  *slog.Logger // the line of every other request
 	metrics *Metrics
 	reqIDs  *requestIDs
 	proxies proxies // whose forwarding headers name the client in the log line
 	next    http.Handler
 }
 
-func newFront(logger *slog.Logger, metrics *Metrics, trusted proxies, next http.Handler) *front {
-	return &front{logger: logger, metrics: metrics, reqIDs: newRequestIDs(), proxies: trusted, next: next}
+func newFront(logger, access *slog.Logger, metrics *Metrics, trusted proxies, next http.Handler) *front {
+	return &front{logger: logger, access: access, metrics: metrics, reqIDs: newRequestIDs(), proxies: trusted, next: next}
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -87,14 +88,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		elapsed := time.Since(start)
 		f.metrics.observe(ex.route, r.Method, ex.status, elapsed)
-		level := slog.LevelInfo
+		level, h := slog.LevelInfo, f.access.Handler()
 		if ex.status >= 500 {
-			level = slog.LevelError
+			level, h = slog.LevelError, f.logger.Handler()
 		}
 		// One line per request. The record is handed to the handler
 		// directly, without the caller's PC: slog would walk the stack for
 		// it on every request.
-		h := f.logger.Handler()
 		if h.Enabled(r.Context(), level) {
 			rec := slog.NewRecord(time.Now(), level, "request", 0)
 			rec.AddAttrs(slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"demosvc/eventlog"
@@ -19,8 +20,9 @@ type ErrorBody struct {
 
 // writeJSON writes v as the JSON response with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer putBodyBuffer(buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
@@ -31,6 +33,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// bodyBuffers keeps the buffers responses are encoded into: a list's
+// body is several kilobytes, which every request would otherwise allocate
+// and the collector free.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody is the largest buffer kept for reuse: a rare huge answer
+// (an export page) does not pin its memory.
+const maxPooledBody = 64 << 10
+
+func putBodyBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBody {
+		b.Reset()
+		bodyBuffers.Put(b)
+	}
+}
+
+// pageBuffers keeps the buffers a page of sessions is written into (about
+// 8.5 KB for 20).
+var pageBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 9<<10); return &b }}
+
+func putPageBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		*b = (*b)[:0]
+		pageBuffers.Put(b)
+	}
 }
 
 // writeError answers with the error object for err (see answerError).

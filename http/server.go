@@ -17,11 +17,14 @@ import (
 
 // Deps is everything the API server needs, given when it is built.
 type Deps struct {
-	Log     *eventlog.Log
-	State   *projections.Projections // the rebuilt state; required
-	Config  *config.Config
-	Logger  *slog.Logger
-	Metrics *Metrics // nil: new metrics of their own
+	Log    *eventlog.Log
+	State  *projections.Projections // the rebuilt state; required
+	Config *config.Config
+	Logger *slog.Logger
+	// AccessLog receives the one line per request; nil uses Logger. serve
+	// gives it a writer that batches lines (logsink.go).
+	AccessLog *slog.Logger
+	Metrics   *Metrics // nil: new metrics of their own
 	// Deliveries serves the webhook attempt logs; nil answers 503 there.
 	Deliveries *delivery.Dispatcher
 	// Clock drives the rate limiters; nil means time.Now.
@@ -73,7 +76,11 @@ func NewServer(d Deps) *Server {
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}
-	s.front = newFront(d.Logger, d.Metrics, s.proxies, s.routes())
+	access := d.AccessLog
+	if access == nil {
+		access = d.Logger
+	}
+	s.front = newFront(d.Logger, access, d.Metrics, s.proxies, s.routes())
 	return s
 }
 

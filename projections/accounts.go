@@ -176,16 +176,7 @@ func (p *Projections) Authenticate(key string) (Principal, bool) {
 	if len(key) != KeyLen || !strings.HasPrefix(key, KeyPrefix) {
 		return Principal{}, false
 	}
-	sum := sha256.Sum256([]byte(key))
-	var pr Principal
-	var ok bool
-	p.View(func(s *State) {
-		k := s.keysByHash[sum]
-		if k == nil || k.RevokedAt != nil {
-			return
-		}
-		pr, ok = Principal{Account: *s.accounts[k.AccountID], KeyID: k.ID}, true
-	})
+	pr, ok := (*p.auth.Load())[sha256.Sum256([]byte(key))]
 	return pr, ok
 }
 

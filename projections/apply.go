@@ -108,6 +108,7 @@ func (s *State) applyAccountCreated(rec *eventlog.Record, p *AccountCreated) err
 	s.accounts[a.ID] = a
 	s.accountOrder = append(s.accountOrder, a)
 	s.tenants[a.ID] = newTenant(a)
+	s.authGen++
 	return nil
 }
 
@@ -128,6 +129,7 @@ func (s *State) applyKeyCreated(rec *eventlog.Record, p *APIKeyCreated) error {
 	s.keys[k.ID] = k
 	s.keysByHash[h] = k
 	s.keyOrder = append(s.keyOrder, k)
+	s.authGen++
 	return nil
 }
 
@@ -140,6 +142,7 @@ func (s *State) applyKeyRevoked(rec *eventlog.Record, p *APIKeyRevoked) error {
 	if k.RevokedAt == nil {
 		t := Timestamp(rec.Time)
 		k.RevokedAt = &t
+		s.authGen++
 	}
 	return nil
 }

@@ -30,6 +30,14 @@ func (p *Projections) applyEntry(pos uint64, data []byte) error {
 		return err
 	}
 	reg := p.log.Registry()
+	gen := p.state.authGen
+	defer func() {
+		// Keys and accounts other nodes changed authenticate here once
+		// they are in this node's store, as the writer's own do.
+		if p.state.authGen != gen {
+			p.publishAuth()
+		}
+	}()
 	for i := range recs {
 		payload, err := reg.Decode(&recs[i])
 		if err == nil {

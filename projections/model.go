@@ -164,7 +164,30 @@ func stamp(sec int64) Timestamp { return Timestamp(time.Unix(sec, 0)) }
 // apiTime renders unix seconds as the API shows times. Views carry plain
 // strings rather than Timestamps: encoding/json re-validates every custom
 // marshaller's output, which a list would pay for each timestamp.
-func apiTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(timeFormat) }
+func apiTime(sec int64) string {
+	var buf [32]byte
+	return string(appendTime(buf[:0], sec))
+}
+
+// appendTime appends sec as apiTime shows it. It writes the digits
+// itself: Format interprets its layout on every call, and a page of 20
+// sessions renders up to 60 times.
+func appendTime(b []byte, sec int64) []byte {
+	t := time.Unix(sec, 0).UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, timeFormat)
+	}
+	h, mi, s := t.Clock()
+	two := func(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
+	b = two(two(b, y/100), y%100)
+	b = two(append(b, '-'), int(mo))
+	b = two(append(b, '-'), d)
+	b = two(append(b, 'T'), h)
+	b = two(append(b, ':'), mi)
+	b = two(append(b, ':'), s)
+	return append(b, 'Z')
+}
 
 // AgentView is an agent as the API shows it.
 type AgentView struct {

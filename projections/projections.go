@@ -30,6 +30,15 @@ type Projections struct {
 
 	mu    sync.RWMutex
 	state *State
+	// readers counts those waiting for the read lock: the writer decides
+	// no further group while one waits (writer.go).
+	readers atomic.Int32
+	// broken says the state holds changes the log does not (a failed
+	// commit, an event it could not apply); writer-owned.
+	broken bool
+	// auth is what Authenticate reads, without the state's lock: rebuilt
+	// from the state when accounts or keys change, once durable.
+	auth atomic.Pointer[authIndex]
 
 	queue   chan *pending
 	stop    chan struct{}
@@ -105,6 +114,7 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 		stopped: make(chan struct{}),
 	}
 	p.snapSeq.Store(info.SnapshotSeq)
+	p.publishAuth()
 	if p.opts.Logger == nil {
 		p.opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -159,14 +169,21 @@ func (p *Projections) LoadInfo() LoadInfo { return p.info }
 // View calls fn with the state read-locked. fn must not keep pointers into
 // the state after it returns.
 func (p *Projections) View(fn func(s *State)) {
-	p.mu.RLock()
+	p.rlock()
 	defer p.mu.RUnlock()
 	fn(p.state)
 }
 
+// rlock takes the read lock, counted in p.readers while it waits.
+func (p *Projections) rlock() {
+	p.readers.Add(1)
+	p.mu.RLock()
+	p.readers.Add(-1)
+}
+
 // Seq returns the seq of the last event applied to the state.
 func (p *Projections) Seq() uint64 {
-	p.mu.RLock()
+	p.rlock()
 	defer p.mu.RUnlock()
 	return p.state.seq
 }

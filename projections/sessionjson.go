@@ -3,7 +3,6 @@ package projections
 import (
 	"encoding/json"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"demosvc/eventlog"
@@ -68,8 +67,7 @@ func appendString(b []byte, s string) []byte {
 
 func appendAPITime(b []byte, sec int64) []byte {
 	b = append(b, '"')
-	b = time.Unix(sec, 0).UTC().AppendFormat(b, timeFormat)
-	return append(b, '"')
+	return append(appendTime(b, sec), '"')
 }
 
 // appendJSON writes the session as the API shows it, straight from the

@@ -123,7 +123,7 @@ func TestSessionJSONShowsWhatWasReported(t *testing.T) {
 	var pages [][]string
 	q := ListQuery{Limit: 3}
 	for {
-		body, last, more, err := e.p.SessionsJSON(pr.Account.ID, SessionFilter{}, q)
+		body, last, more, err := e.p.SessionsJSON(nil, pr.Account.ID, SessionFilter{}, q)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -245,9 +245,9 @@ type SessionFilter struct {
 // order they started), through the smallest index that fits the filter. It
 // returns {"data":[…]} written straight from the state, the id of the last
 // session on the page (for the next page's cursor) and whether more remain.
-func (p *Projections) SessionsJSON(account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
-	body = make([]byte, 0, 64+420*q.Limit)
-	body = append(body, `{"data":[`...)
+// The body is appended to dst, which the caller may reuse for the next.
+func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
+	body = append(dst, `{"data":[`...)
 	var last *session
 	err = p.eachSession(account, f, q, func(ses *session) {
 		if last != nil {

@@ -182,7 +182,7 @@ func (c *snapCut) encode(step int, between func()) ([]byte, error) {
 // one step of step objects at a time; between, if set, runs at every step with the lock
 // released. The caller holds snapMu, so only one cut is installed.
 func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq uint64, err error) {
-	p.mu.RLock()
+	p.rlock()
 	defer p.mu.RUnlock()
 	// Only the writer reads s.cut, under the write lock, so setting it
 	// under the read lock is safe; this goroutine alone writes it.
@@ -195,7 +195,7 @@ func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq 
 		if between != nil {
 			between()
 		}
-		p.mu.RLock()
+		p.rlock()
 	})
 	return data, cut.seq, err
 }

@@ -15,6 +15,9 @@ type State struct {
 	keys         map[string]*APIKey
 	keysByHash   map[[sha256.Size]byte]*APIKey
 	keyOrder     []*APIKey // creation order
+	// authGen counts the changes to accounts and keys, which the
+	// published authentication index is built from (auth.go).
+	authGen uint64
 
 	tenants  map[string]*tenant
 	agents   map[ID]*agent

@@ -13,11 +13,20 @@ import (
 // every command queued at that moment as one group: it adds each command's
 // events to one log transaction and applies them to the state at once, so a
 // later command of the group is checked against the effects of the earlier
-// ones. The state stays write-locked until the group's single fsync returns,
-// so no reader ever sees a change that is not durable, and no two commands
-// can both pass a check that only one of them may pass. A group that fails
-// to commit, or a command that produced an event the state cannot apply,
-// sends the state back to what the durable log says (rebuild).
+// ones. A group that fails to commit, or a command that produced an event
+// the state cannot apply, sends the state back to what the durable log says
+// (rebuild).
+//
+// Groups are pipelined: while group N's fsync runs, the writer decides
+// group N+1 against the state with N applied, and starts its commit, which
+// the log orders after N's (eventlog.Txn.Start). Readers never see either
+// before it is durable: the writer holds the state's write lock from
+// deciding a group until the fsync of the last group it decided returns.
+// So that readers are not kept out for long, it decides no further group
+// while a reader waits (readers counts them), nor after a group that
+// changed who can authenticate, whose published index (auth.go) is rebuilt
+// from the state when nothing undurable is left in it. Commands are
+// answered as their own group's fsync returns.
 
 // Command is one change request.
 type Command struct {
@@ -118,30 +127,68 @@ func (p *Projections) snapshot() {
 
 func (p *Projections) writer() {
 	defer close(p.stopped)
-	group := make([]*pending, 0, maxGroup)
+	var carry *pending // received, but not decided: a reader was waiting
 	for {
-		select {
-		case req := <-p.queue:
-			group = append(group[:0], req)
-		case <-p.stop:
-			p.drain()
-			return
-		}
-	gather:
-		for len(group) < maxGroup {
+		req := carry
+		carry = nil
+		if req == nil {
 			select {
-			case req := <-p.queue:
-				group = append(group, req)
-			default:
-				break gather
+			case req = <-p.queue:
+			case <-p.stop:
+				p.drain()
+				return
 			}
 		}
-		outs := p.commit(group)
-		for i, req := range group {
-			req.done <- outs[i]
+		p.mu.Lock()
+		f := p.open()
+		p.add(f, p.gather(req, maxGroup))
+		p.start(f)
+		// While f syncs, the commands that arrive are decided into the
+		// next group, which starts as soon as f's commit returns.
+		var next *flight
+		for f != nil {
+			if carry == nil && f.pipelines() && !p.broken && (next == nil || len(next.group) < maxGroup) {
+				select {
+				case <-f.done():
+				case req := <-p.queue:
+					if p.readers.Load() > 0 {
+						carry = req
+						continue
+					}
+					if next == nil {
+						next = p.open()
+					}
+					p.add(next, p.gather(req, maxGroup-len(next.group)))
+					continue
+				}
+			}
+			p.finish(f)
+			f, next = next, nil
+			if f != nil {
+				p.start(f)
+			}
 		}
+		if p.broken {
+			p.rebuild()
+			p.broken = false
+		}
+		p.mu.Unlock()
 		p.maybeSnapshot(p.Seq())
 	}
+}
+
+// gather returns first and the commands queued behind it, up to limit.
+func (p *Projections) gather(first *pending, limit int) []*pending {
+	group := []*pending{first}
+	for len(group) < limit {
+		select {
+		case req := <-p.queue:
+			group = append(group, req)
+		default:
+			return group
+		}
+	}
+	return group
 }
 
 func (p *Projections) drain() {
@@ -155,53 +202,109 @@ func (p *Projections) drain() {
 	}
 }
 
-// commit decides, applies and commits one group.
-func (p *Projections) commit(group []*pending) []outcome {
-	outs := make([]outcome, len(group))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	tx, err := p.log.Begin()
-	if err != nil {
-		for i := range outs {
-			outs[i].err = err
-		}
-		return outs
-	}
-	expired, err := p.sweepIdempotency(tx, len(group))
-	if err != nil {
-		tx.Abort()
-		return failAll(outs, err)
-	}
-	var broken error
-	for i, req := range group {
-		if outs[i], broken = p.decide(tx, req.cmd); broken != nil {
-			break
-		}
-	}
-	if broken != nil {
-		// A command produced an event the state cannot apply: a bug. Commit
-		// nothing of this group, and go back to what the log says.
-		tx.Abort()
-		p.rebuild()
-		return failAll(outs, fmt.Errorf("%w", broken))
-	}
-	if err := tx.Commit(); err != nil {
-		// The state now holds changes that may not be on disk. Go back to
-		// exactly what the durable log says.
-		p.rebuild()
-		return failAll(outs, err)
-	}
-	p.idem.remove(expired)
-	return outs
+// flight is one group: open while its commands are decided, then
+// committing.
+type flight struct {
+	group  []*pending
+	outs   []outcome
+	tx     *eventlog.Txn    // while open; nil once started or failed
+	err    error            // why the group failed before its commit
+	commit *eventlog.Flight // once started
+	gen    uint64           // the state's authGen when the group opened
+	// auth says the group changed accounts or keys: the published
+	// authentication index must be rebuilt once it is durable.
+	auth bool
 }
 
-func failAll(outs []outcome, err error) []outcome {
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (f *flight) done() <-chan struct{} {
+	if f.commit == nil {
+		return closedChan
+	}
+	return f.commit.Done()
+}
+
+// pipelines says whether the next group may be decided while f syncs.
+func (f *flight) pipelines() bool { return f.commit != nil && !f.auth }
+
+// open begins a group's transaction. The caller holds the write lock.
+func (p *Projections) open() *flight {
+	f := &flight{gen: p.state.authGen}
+	f.tx, f.err = p.log.Begin()
+	return f
+}
+
+// add decides and applies cmds in f. After a command produced an event the
+// state cannot apply (a bug), the group is abandoned, and p.broken set: the
+// state holds changes that are not in the log, and no later group may be
+// decided until it is rebuilt.
+func (p *Projections) add(f *flight, cmds []*pending) {
+	for _, req := range cmds {
+		f.group = append(f.group, req)
+		if f.tx == nil {
+			f.outs = append(f.outs, outcome{err: f.err})
+			continue
+		}
+		out, broken := p.decide(f.tx, req.cmd)
+		f.outs = append(f.outs, out)
+		if broken != nil {
+			// Commit nothing of this group, and go back to what the log says.
+			f.tx.Abort()
+			f.tx, f.err = nil, fmt.Errorf("%w", broken)
+			p.broken = true
+			failAll(f.outs, f.err)
+		}
+	}
+}
+
+// start queues the expired idempotency records' deletion in f and starts
+// its commit.
+func (p *Projections) start(f *flight) {
+	if f.tx == nil {
+		return
+	}
+	expired, err := p.sweepIdempotency(f.tx, len(f.group))
+	if err != nil {
+		// The group's changes are in the state but will not be in the log.
+		f.tx.Abort()
+		f.tx, f.err = nil, err
+		p.broken = true
+		failAll(f.outs, err)
+		return
+	}
+	// Expired answers leave memory now: if the commit fails, rebuild
+	// reloads what the store holds.
+	p.idem.remove(expired)
+	f.auth = p.state.authGen != f.gen
+	f.commit = f.tx.Start()
+	f.tx = nil
+}
+
+// finish waits for f's commit and answers its commands. The caller holds
+// the write lock.
+func (p *Projections) finish(f *flight) {
+	if f.commit != nil {
+		if err := f.commit.Wait(); err != nil {
+			// The state now holds changes that may not be on disk: it is
+			// rebuilt from the durable log once no group is in flight.
+			p.broken = true
+			failAll(f.outs, err)
+		} else if f.auth {
+			p.publishAuth()
+		}
+	}
+	for i, req := range f.group {
+		req.done <- f.outs[i]
+	}
+}
+
+func failAll(outs []outcome, err error) {
 	for i := range outs {
 		if outs[i].err == nil {
 			outs[i] = outcome{err: err}
 		}
 	}
-	return outs
 }
 
 // rebuild replaces the state by a replay of the durable log, and the
@@ -218,6 +321,7 @@ func (p *Projections) rebuild() {
 	if idem, err := loadIdempotency(p.log.Store(), p.log.IDs().Now()); err == nil {
 		p.idem = idem
 	}
+	p.publishAuth()
 }
 
 // decide runs one command. A non-nil second result means the group must

@@ -51,8 +51,8 @@ func flow(ctx context.Context, base, key string) error {
 	defer rcv.srv.Close()
 	wh, err := c.RegisterWebhookWithResponse(ctx, nil, client.WebhookCreate{
 		Url: rcv.url,
-		Events: []client.WebhookEvent{client.ContactCreated, client.DemoCompleted,
-			client.DemoAbandoned, client.LeadHot, client.MeetingBooked},
+		Events: []client.WebhookEvent{client.WebhookEventContactCreated, client.WebhookEventDemoCompleted,
+			client.WebhookEventDemoAbandoned, client.WebhookEventLeadHot, client.WebhookEventMeetingBooked},
 	})
 	if err != nil {
 		return err

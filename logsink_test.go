@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is an output that the flushing goroutine and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestLogSinkKeepsOrderAndFlushes(t *testing.T) {
+	out := &lockedBuffer{}
+	s := newLogSink(out)
+	defer s.Close()
+	batched := s.Batched()
+	batched.Write([]byte("request 1\n"))
+	batched.Write([]byte("request 2\n"))
+	// A line written directly goes out at once, after the batched ones.
+	s.Write([]byte("warning\n"))
+	if got := out.String(); got != "request 1\nrequest 2\nwarning\n" {
+		t.Fatalf("after a direct line the output is %q", got)
+	}
+	// A batched line alone reaches the output by the flush interval.
+	batched.Write([]byte("request 3\n"))
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.HasSuffix(out.String(), "request 3\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a batched line was never flushed: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Close writes what waits.
+	batched.Write([]byte("request 4\n"))
+	s.Close()
+	if !strings.HasSuffix(out.String(), "request 4\n") {
+		t.Fatalf("Close left a batched line unwritten: %q", out.String())
+	}
+}
+
+func TestLogSinkFlushesAFullBatchAtOnce(t *testing.T) {
+	out := &lockedBuffer{}
+	s := newLogSink(out)
+	defer s.Close()
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	for range logBatchBytes / len(line) {
+		s.Batched().Write(line)
+	}
+	if got := len(out.String()); got != logBatchBytes {
+		t.Fatalf("after %d bytes of batched lines the output holds %d", logBatchBytes, got)
+	}
+}

@@ -1,0 +1,126 @@
+package projections
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"demosvc/eventlog"
+)
+
+// The writer pipelines groups (writer.go): these tests hold the WAL's
+// fsyncs so that one group is durable while the next is decided and
+// applied but not yet synced, and check that no reader sees that one.
+
+// waitFor fails t unless ch yields within the deadline.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func TestReadersNeverSeeAPendingGroup(t *testing.T) {
+	e, faults := openFaultyEnv(t)
+	pr := e.account("acme")
+	ctx := context.Background()
+
+	// Group A reaches its fsync, which is held.
+	enteredA, releaseA := faults.HoldSyncs()
+	defer releaseA()
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := e.p.CreateAgent(ctx, pr, AgentInput{Name: "a", SandboxURL: "https://sandbox.example.com/a"}, nil)
+		doneA <- err
+	}()
+	waitFor(t, enteredA, "group A's fsync")
+
+	// Group B is decided while A syncs.
+	decided := make(chan string, 1)
+	doneB := make(chan error, 1)
+	go func() {
+		_, err := e.p.Do(ctx, Command{
+			Account: pr.Account.ID, Actor: "key_test",
+			Decide: func(s *State) ([]any, []eventlog.Put, error) {
+				ev := &AgentCreated{AgentID: e.log.IDs().New(PrefixAgent), Name: "b", SandboxURL: "https://sandbox.example.com/b", Status: AgentActive}
+				decided <- ev.AgentID
+				return []any{ev}, nil, nil
+			},
+		})
+		doneB <- err
+	}()
+	idB := waitFor(t, decided, "group B to be decided while group A's fsync is held (the writer does not pipeline)")
+
+	// A's fsync returns; B's is held.
+	enteredB, releaseB := faults.HoldSyncs()
+	defer releaseB()
+	releaseA()
+	if err := waitFor(t, doneA, "group A's answer"); err != nil {
+		t.Fatalf("group A: %v", err)
+	}
+	waitFor(t, enteredB, "group B's fsync")
+	durableA := e.log.DurableSeq()
+
+	// Any reader that gets in now must not see B.
+	if e.p.mu.TryRLock() {
+		id, _ := ParseID(PrefixAgent, idB)
+		if e.p.state.agents[id] != nil {
+			t.Error("a reader sees group B while its fsync is held")
+		}
+		if e.p.state.seq > durableA {
+			t.Errorf("a reader sees seq %d, past the durable %d", e.p.state.seq, durableA)
+		}
+		e.p.mu.RUnlock()
+	}
+	select {
+	case err := <-doneB:
+		t.Fatalf("group B was answered (err %v) while its fsync was held", err)
+	default:
+	}
+
+	releaseB()
+	if err := waitFor(t, doneB, "group B's answer"); err != nil {
+		t.Fatalf("group B: %v", err)
+	}
+	if v, err := e.p.Agent(pr.Account.ID, idB); err != nil || v.Name != "b" {
+		t.Errorf("agent B after its fsync = %+v, %v", v, err)
+	}
+}
+
+func TestAuthenticationChangesOnlyWhenDurable(t *testing.T) {
+	e, faults := openFaultyEnv(t)
+	pr := e.account("acme")
+	ctx := context.Background()
+	key, err := e.p.CreateKey(ctx, "cli", pr.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.p.Authenticate(key.Key); !ok {
+		t.Fatal("a new key does not authenticate once acknowledged")
+	}
+
+	entered, release := faults.HoldSyncs()
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.p.RevokeKey(ctx, "cli", key.ID)
+		done <- err
+	}()
+	waitFor(t, entered, "the revocation's fsync")
+	// Authenticate does not wait for the state: it reads the published
+	// index, which must not move before the revocation is durable.
+	if _, ok := e.p.Authenticate(key.Key); !ok {
+		t.Error("the key is refused before its revocation is durable")
+	}
+	release()
+	if err := waitFor(t, done, "the revocation"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.p.Authenticate(key.Key); ok {
+		t.Error("the key still authenticates after its revocation was acknowledged")
+	}
+}
