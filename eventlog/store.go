@@ -146,6 +146,8 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		FS:               fsys,
 		Lock:             lock,
 		ErrorIfNotExists: !opts.Create,
+		CacheSize:        blockCacheSize,
+		MemTableSize:     memTableSize,
 		Logger:           pebbleLogger{logger},
 		EventListener:    &pebble.EventListener{DataCorruption: s.noteDamage},
 	})
@@ -164,6 +166,25 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	s.db = db
 	return s, nil
 }
+
+// blockCacheSize is Pebble's block cache. Pebble charges its memtables
+// (two while one flushes) to the same cache, so its default of 8 MiB with
+// 4 MiB memtables left no room for blocks at all: every new iterator (the
+// delivery loops' and the chain verification's reads of the log's tail, one
+// per commit) read and decompressed its blocks again. 64 MiB leaves at
+// least 32 MiB for blocks beside two memtables.
+const blockCacheSize = 64 << 20
+
+// memTableSize is Pebble's memtable, 16 MiB rather than its default 4 MiB.
+// The delivery keyspace sorts before the log, so every flush that holds
+// deliveries and log records makes an L0 table spanning the whole log, and
+// its compaction into the base level rewrites every base table in between:
+// a cost per flush that grows with the log. A memtable four times larger
+// flushes a quarter as often (a delivery's pending and final versions
+// also meet in one memtable more often, and only the last is flushed);
+// a simulation of 600,000 sessions with deliveries compacted 310 MB
+// instead of 745 MB and ran in half the time.
+const memTableSize = 16 << 20
 
 // lockError tells apart the two reasons Pebble's directory lock fails:
 // another process holds it (the lock call itself refuses), or the lock file
