@@ -97,6 +97,12 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 	if err != nil {
 		return "", nil, false
 	}
+	if pl, isContact := payload.(*ContactCreated); isContact {
+		// Its data is all in the record: no read lock, which would wait
+		// for the writer.
+		return "contact.created", ContactCreatedData{ContactID: pl.ContactID, SessionID: pl.SessionID, AgentID: pl.AgentID,
+			Contact: ContactRef{Name: pl.Contact.Name, Email: pl.Contact.Email, Company: pl.Contact.Company}}, true
+	}
 	p.View(func(s *State) {
 		ses := func(id string) *session {
 			sid, _ := ParseID(PrefixSession, id)
@@ -137,10 +143,6 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 				d.Meeting.ScheduledAt, d.Meeting.CalendarLink = pl.ScheduledAt, pl.CalendarLink
 				name, data, ok = "meeting.booked", d, true
 			}
-		case *ContactCreated:
-			name, ok = "contact.created", true
-			data = ContactCreatedData{ContactID: pl.ContactID, SessionID: pl.SessionID, AgentID: pl.AgentID,
-				Contact: ContactRef{Name: pl.Contact.Name, Email: pl.Contact.Email, Company: pl.Contact.Company}}
 		}
 	})
 	return name, data, ok
