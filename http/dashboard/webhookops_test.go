@@ -198,7 +198,9 @@ func TestWebhookTestEventAppearsInTheAttemptLog(t *testing.T) {
 		t.Fatalf("test redirects to %q", loc)
 	}
 	dlv := strings.TrimPrefix(loc, "/webhooks/"+wh+"#")
-	waitUntil(t, "the test event at the receiver", func() bool { return rv.count(`"message":"hello \u003cb\u003ecrm\u003c/b\u003e"`)+rv.count(`"message":"hello <b>crm</b>"`) == 1 })
+	waitUntil(t, "the test event at the receiver", func() bool {
+		return rv.count(`"message":"hello \u003cb\u003ecrm\u003c/b\u003e"`)+rv.count(`"message":"hello <b>crm</b>"`) == 1
+	})
 	waitUntil(t, "the test delivery to succeed", func() bool {
 		d, err := w.dp.Delivery(wh, dlv)
 		return err == nil && d.Status == delivery.StatusSucceeded
