@@ -61,10 +61,12 @@ func (c apiClient) call(method, path string, body any) map[string]any {
 }
 
 // flakyReceiver answers 500 to the contact.created of one e-mail while
-// failing is set, 200 to everything else, and keeps what it received.
+// failing is set, 500 to everything while down is set (an outage), 200
+// to everything else, and keeps what it received.
 type flakyReceiver struct {
 	*httptest.Server
 	failing atomic.Bool
+	down    atomic.Bool
 	mu      sync.Mutex
 	bodies  []string
 	codes   []int
@@ -76,7 +78,7 @@ func newFlakyReceiver(t *testing.T, failEmail string) *flakyReceiver {
 	rv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		code := http.StatusOK
-		if rv.failing.Load() && bytes.Contains(b, []byte(`"event":"contact.created"`)) && bytes.Contains(b, []byte(failEmail)) {
+		if rv.down.Load() || rv.failing.Load() && bytes.Contains(b, []byte(`"event":"contact.created"`)) && bytes.Contains(b, []byte(failEmail)) {
 			code = http.StatusInternalServerError
 		}
 		rv.mu.Lock()
@@ -343,6 +345,59 @@ func TestDashboardPagesInABrowser(t *testing.T) {
 		}
 		p.open("/webhooks/" + webhookID + "/delete")
 		p.screenshot("webhook-delete")
+	})
+
+	t.Run("the webhook's operations from its page: pause, resume, rotate, test, recover", func(t *testing.T) {
+		p.t = t
+		p.open("/webhooks/" + webhookID)
+		p.submit(`#pause-form button`, `^/webhooks/wh_[^/]+$`)
+		if got := p.text("#webhook-status"); !strings.HasPrefix(got, "disabled (reason: manual), since ") {
+			t.Errorf("status after pause %q", got)
+		}
+		start("Paula Paused", "paused@example.com") // recorded while paused
+		p.submit(`#resume-form button`, `^/webhooks/wh_[^/]+$`)
+		poll(t, "the event recorded while paused, delivered on resume", func() bool {
+			return rv.got(200, "contact.created", "paused@example.com") == 1
+		})
+		if got := p.text("#webhook-status"); got != "enabled" {
+			t.Errorf("status after resume %q", got)
+		}
+
+		p.run(chromedp.SetValue(chromedp.CSS("#overlap"), "3600"))
+		p.submit(`#rotate-form button`, `^/webhooks/wh_[^/]+/rotate-secret$`)
+		secret := p.value("#new-secret")
+		if !strings.HasPrefix(secret, "whsec_") || !strings.Contains(p.body(), "will not be shown again") ||
+			!strings.Contains(p.text("#overlap-note"), "The previous secret also signs until") {
+			t.Fatalf("rotation shows secret %q, or no warning or overlap", secret)
+		}
+		p.screenshot("webhook-rotated")
+		p.open("/webhooks/" + webhookID)
+		if strings.Contains(p.body(), secret) {
+			t.Error("the webhook's page shows the new secret again")
+		}
+
+		p.set("#test-message", "hello from the dashboard")
+		p.submit(`#test-form button`, `^/webhooks/wh_[^/]+$`)
+		poll(t, "the test event at the receiver", func() bool { return rv.got(200, "webhook.test", "hello from the dashboard") == 1 })
+		poll(t, "the test delivery in the attempt log", func() bool {
+			p.open("/webhooks/" + webhookID + "?event=webhook.test")
+			return eval[string](p, `Array.from(document.querySelectorAll('#deliveries > li')).map(function (li) { return li.dataset.status }).join(",")`) == "succeeded"
+		})
+
+		rv.down.Store(true)
+		start("Otto Outage", "outage@example.com")
+		poll(t, "the delivery failing through the outage", func() bool { return rv.got(500, "contact.created", "outage@example.com") == 2 })
+		rv.down.Store(false)
+		p.open("/webhooks/" + webhookID)
+		p.submit(`#recover-form button`, `^/webhooks/wh_[^/]+/recover$`)
+		if got := p.text("#queued"); !strings.HasPrefix(got, "1 failed delivery queued") {
+			t.Errorf("recover answered %q, want 1 queued", got)
+		}
+		p.screenshot("webhook-recovered")
+		poll(t, "the failed delivery re-sent after the outage", func() bool { return rv.got(200, "contact.created", "outage@example.com") == 1 })
+		if n := rv.got(200, "contact.created", "paused@example.com"); n != 1 {
+			t.Errorf("recover re-sent a delivery that had succeeded: %d", n)
+		}
 	})
 
 	t.Run("the audit log names the user and the API key, and the chain status", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -121,10 +122,19 @@ func (s *Server) handleTestWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	wh, id := param(r, "id"), s.deps.Deliveries.NewDeliveryID()
-	v, err := s.deps.State.TestWebhook(r.Context(), principal(r), wh, in.Message, id, idem,
-		func(rec *eventlog.Record) any { return delivery.TestDelivery(rec, id, wh, nil) })
+	v, err := SendTest(r.Context(), s.deps.State, s.deps.Deliveries, principal(r), param(r, "id"), in.Message, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
+}
+
+// SendTest records a webhook.test event for webhook wh and answers its
+// delivery (a delivery.Delivery, or a Replay under an Idempotency-Key):
+// the one path of the API's POST /v1/webhooks/{id}/test and the
+// dashboard's button.
+func SendTest(ctx context.Context, st *projections.Projections, dp *delivery.Dispatcher, pr projections.Principal,
+	wh, message string, idem *projections.Idempotency) (any, error) {
+	id := dp.NewDeliveryID()
+	return st.TestWebhook(ctx, pr, wh, message, id, idem,
+		func(rec *eventlog.Record) any { return delivery.TestDelivery(rec, id, wh, nil) })
 }
 
 // windowInput is the body of POST /v1/webhooks/{id}/recover and /replay.
@@ -132,6 +142,13 @@ type windowInput struct {
 	Since string `json:"since"`
 	Until string `json:"until"`
 	After string `json:"after"`
+}
+
+// ParseWindow validates a recover or replay window (RFC 3339 since,
+// optional until after it, optional after from a previous answer) with
+// the API's messages.
+func ParseWindow(since, until, after string) (delivery.Window, error) {
+	return windowInput{Since: since, Until: until, After: after}.window()
 }
 
 // window validates a recover or replay window.
@@ -184,24 +201,35 @@ func (s *Server) redeliver(mode string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		var plan delivery.Plan
-		if mode == projections.RedeliverRecover {
-			plan, err = s.deps.Deliveries.PlanRecover(wh, win)
-		} else if t, found := s.deps.State.WebhookTarget(wh); !found {
-			err = apiError(projections.ENotFound, "", "no webhook %q", wh)
-		} else {
-			plan, err = s.deps.Deliveries.PlanReplay(t, win)
-		}
-		if errors.Is(err, delivery.ErrBadAfter) {
-			err = apiError(projections.EInvalid, "after", "after must be the next value of a previous %s answer", mode)
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		v, err := s.deps.State.RequestRedelivery(r.Context(), pr, wh, mode, plan.DeliveryIDs, plan.Seqs, plan.Answer, idem)
+		v, err := Redeliver(r.Context(), s.deps.State, s.deps.Deliveries, pr, wh, mode, win, idem)
 		s.respond(w, r, http.StatusOK, v, err)
 	}
+}
+
+// Redeliver plans what one recover (mode projections.RedeliverRecover)
+// or replay call of webhook wh queues, at most projections.MaxRedelivery,
+// and records it; the answer is a projections.RedeliveryAnswer (or a
+// Replay under an Idempotency-Key). The one path of the API's recover
+// and replay and the dashboard's buttons; the caller has checked
+// WebhookSendable.
+func Redeliver(ctx context.Context, st *projections.Projections, dp *delivery.Dispatcher, pr projections.Principal,
+	wh, mode string, win delivery.Window, idem *projections.Idempotency) (any, error) {
+	var plan delivery.Plan
+	var err error
+	if mode == projections.RedeliverRecover {
+		plan, err = dp.PlanRecover(wh, win)
+	} else if t, found := st.WebhookTarget(wh); !found {
+		err = apiError(projections.ENotFound, "", "no webhook %q", wh)
+	} else {
+		plan, err = dp.PlanReplay(t, win)
+	}
+	if errors.Is(err, delivery.ErrBadAfter) {
+		err = apiError(projections.EInvalid, "after", "after must be the next value of a previous %s answer", mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.RequestRedelivery(ctx, pr, wh, mode, plan.DeliveryIDs, plan.Seqs, plan.Answer, idem)
 }
 
 func (s *Server) handleGetDelivery(w http.ResponseWriter, r *http.Request) {

@@ -102,6 +102,13 @@ func (db *Dashboard) routes() http.Handler {
 	admin("GET /webhooks/{id}/delete", db.handleDeleteWebhookForm)
 	admin("POST /webhooks/{id}/delete", db.handleDeleteWebhook)
 	admin("POST /webhooks/{id}/deliveries/{dlv}/retry", db.handleRetryDelivery)
+	admin("POST /webhooks/{id}/status", db.handleWebhookStatus)
+	admin("GET /webhooks/{id}/edit", db.handleEditWebhookForm)
+	admin("POST /webhooks/{id}/edit", db.handleEditWebhook)
+	admin("POST /webhooks/{id}/rotate-secret", db.handleRotateSecret)
+	admin("POST /webhooks/{id}/test", db.handleTestWebhook)
+	admin("POST /webhooks/{id}/recover", db.handleRedeliver(projections.RedeliverRecover))
+	admin("POST /webhooks/{id}/replay", db.handleRedeliver(projections.RedeliverReplay))
 	admin("GET /audit", db.handleAudit)
 	admin("GET /audit/export", db.handleAuditExport)
 

@@ -121,6 +121,9 @@ type webhookData struct {
 	Names     []string
 	NextURL   string
 	Partial   bool
+	// DaySince prefills the recover and replay windows: the last 24 h
+	// (an empty until is now).
+	DaySince string
 }
 
 // handleWebhook shows one webhook: its attempt log (newest first, by
@@ -135,6 +138,8 @@ func (db *Dashboard) handleWebhook(w http.ResponseWriter, r *http.Request, c *ca
 	qs := r.URL.Query()
 	d := webhookData{W: wh, Available: db.deps.Deliveries != nil, Status: qs.Get("status"), Event: qs.Get("event"),
 		Names: projections.WebhookEventNames(), Rate: "—"}
+	now := db.deps.Clock().UTC().Truncate(time.Second)
+	d.DaySince = now.Add(-24 * time.Hour).Format(time.RFC3339)
 	if !d.Available {
 		db.render(w, r, http.StatusOK, "webhook", view{Title: "Webhook " + wh.ID, Section: "webhooks", Data: d})
 		return
