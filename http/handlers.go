@@ -302,6 +302,20 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// deliveriesOf answers the request with an error and returns false unless
+// wh is a webhook of the caller's account and deliveries run here.
+func (s *Server) deliveriesOf(w http.ResponseWriter, r *http.Request, wh string) bool {
+	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	if s.deps.Deliveries == nil {
+		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
+		return false
+	}
+	return true
+}
+
 func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.listQuery(w, r, listSpec{delivery.PrefixDelivery, []string{"status", "event", "since", "until"}})
 	if !ok {
@@ -313,12 +327,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wh := param(r, "id")
-	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.deps.Deliveries == nil {
-		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
+	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
 	ds, more, err := s.deps.Deliveries.DeliveriesWhere(wh, q.Limit, q.StartingAfter, f)
@@ -339,12 +348,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
 	wh, id := param(r, "id"), param(r, "delivery_id")
-	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.deps.Deliveries == nil {
-		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
+	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
 	d, err := s.deps.Deliveries.Retry(r.Context(), wh, id)

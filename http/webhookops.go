@@ -234,12 +234,7 @@ func Redeliver(ctx context.Context, st *projections.Projections, dp *delivery.Di
 
 func (s *Server) handleGetDelivery(w http.ResponseWriter, r *http.Request) {
 	wh, id := param(r, "id"), param(r, "delivery_id")
-	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.deps.Deliveries == nil {
-		s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
+	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
 	d, err := s.deps.Deliveries.Detail(wh, id)
