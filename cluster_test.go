@@ -189,6 +189,11 @@ func (c *procCluster) readyz(i int) (roles []string, seq uint64, ok bool) {
 	return body.Cluster.Roles, body.Cluster.Seq, true
 }
 
+// waitReady waits for node i's /readyz to answer 200. On a cluster node
+// that means its NATS server also holds a current copy of the log
+// (natslog.Node.Joined): killing another node while a restarted one still
+// catches up from an empty data dir leaves the stream without a quorum
+// NATS will count, and no writer is elected.
 func (c *procCluster) waitReady(i int) {
 	c.poll(c.nodes[i].name+" ready", 90*time.Second, func() bool { _, _, ok := c.readyz(i); return ok })
 }

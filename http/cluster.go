@@ -42,6 +42,10 @@ type ClusterNode interface {
 	// Lag is how many entries of the replicated log this node has yet
 	// to apply.
 	Lag() uint64
+	// Joined returns nil once this node holds a current copy of the
+	// replicated log (and from then on); until then /readyz answers 503
+	// "joining" with its error as the reason.
+	Joined() error
 }
 
 // ClusterOptions configures NewClusterHandler.

@@ -96,7 +96,9 @@ func (h *Health) Collectors() []prometheus.Collector {
 // readiness answers /readyz: 503 "stopping" once shutdown began, 503
 // "starting" until the state is rebuilt (ready false), 503 "read_only"
 // after a storage failure, 503 "log_damaged" when verification found a
-// break, else 200 "ready".
+// break, 503 "joining" on a cluster node that does not yet hold a current
+// copy of the replicated log (so a rolling restart that waits for
+// /readyz does not stop the next node too early), else 200 "ready".
 func (h *Health) readiness(ready bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -118,6 +120,13 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "log_damaged", "reason": *d,
 				"verified_seq": h.verified.Load(), "head_seq": h.log.DurableSeq()})
 			return
+		}
+		if p := h.cluster.Load(); p != nil {
+			if err := (*p).Joined(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "joining",
+					"reason": err.Error() + "; stopping another node before this one has joined may leave the cluster without a writer"})
+				return
+			}
 		}
 		if c := h.clusterInfo(); c != nil {
 			writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "cluster": c})

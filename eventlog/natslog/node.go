@@ -54,6 +54,9 @@ type Node struct {
 	// when it applied its last one.
 	lag     atomic.Uint64
 	refused atomic.Uint64 // appends refused as stale
+	// joined is set once Joined has found this node's NATS server
+	// current (join.go).
+	joined atomic.Bool
 	// fence is the position of the fence this node appended to take over
 	// as writer and is catching up to; 0 when none. Only Run touches it.
 	fence uint64

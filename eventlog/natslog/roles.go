@@ -160,6 +160,9 @@ type Status struct {
 	Head       uint64     `json:"stream_head"`      // the stream's last entry (0 when unknown)
 	Lag        uint64     `json:"lag"`              // entries of the stream not applied here
 	Refused    uint64     `json:"refused_appends"`  // appends refused as stale since start
+	// Joining says what this node's NATS server still lacks before it
+	// holds a current copy of the cluster's log (Joined); "" once it has.
+	Joining string `json:"joining,omitempty"`
 }
 
 // IsWriter reports whether this node takes writes now.
@@ -196,6 +199,9 @@ func (n *Node) Roles() []string {
 func (n *Node) Status(ctx context.Context, node string, log *eventlog.Log) Status {
 	s := Status{Node: node, Roles: n.Roles(), Writer: n.writer.holder(), Dispatcher: n.dispatcher.holder(),
 		Seq: log.DurableSeq(), Position: log.ReplPos(), Refused: n.refused.Load()}
+	if err := n.Joined(); err != nil {
+		s.Joining = err.Error()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if head, err := n.Head(ctx); err == nil {
