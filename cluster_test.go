@@ -145,7 +145,7 @@ func (c *procCluster) start(i int) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(c.bin, "serve", "--data", n.dir, "--listen", n.api)
-	cmd.Env = append(append(os.Environ(), c.env...), "DEMOSVC_CLUSTER_NODE_NAME="+n.name,
+	cmd.Env = append(append(withoutBenchEnv(os.Environ()), c.env...), "DEMOSVC_CLUSTER_NODE_NAME="+n.name,
 		"DEMOSVC_CLUSTER_LISTEN="+n.route, "DEMOSVC_CLUSTER_CLIENT_LISTEN="+n.client)
 	cmd.Stdout, cmd.Stderr = out, errf
 	if err := cmd.Start(); err != nil {
