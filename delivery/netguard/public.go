@@ -63,10 +63,11 @@ func prefixes(ss ...string) []netip.Prefix {
 // Public reports whether a webhook delivery may reach addr when private
 // networks are not allowed: a unicast address outside every IANA
 // special-purpose range (see special4 and special6), inside 2000::/3 for
-// IPv6. An IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) or
-// IPv4-translated (::ffff:0:a.b.c.d) address is judged by its IPv4
-// address; other IPv6 forms that embed one (NAT64, 6to4, Teredo) are not
-// public, since where they lead depends on a translator. A zone is
+// IPv6. An IPv4-mapped (::ffff:a.b.c.d) or IPv4-translated
+// (::ffff:0:a.b.c.d) address is judged by its IPv4 address; the deprecated
+// IPv4-compatible form (::a.b.c.d, RFC 4291) and the other forms that embed
+// one (NAT64, 6to4, Teredo) are not public, since where they lead depends
+// on a stack or translator that may read them as something else. A zone is
 // ignored.
 func Public(addr netip.Addr) bool {
 	if !addr.IsValid() {
@@ -79,6 +80,9 @@ func Public(addr netip.Addr) bool {
 	if addr.Is4() {
 		return public4(addr)
 	}
+	if compatible6.Contains(addr) {
+		return false
+	}
 	if v4, ok := embedded4(addr); ok {
 		return public4(v4)
 	}
@@ -90,11 +94,9 @@ func Public(addr netip.Addr) bool {
 
 func public4(addr netip.Addr) bool { return !inAny(special4, addr) }
 
-// embedded4 returns the IPv4 address in an IPv4-compatible or -translated
-// IPv6 address. :: and ::1 are themselves, not forms of 0.0.0.0/0.0.0.1,
-// and 0.0.0.0/8 is not public either way.
+// embedded4 returns the IPv4 address in an IPv4-translated IPv6 address.
 func embedded4(addr netip.Addr) (netip.Addr, bool) {
-	if !compatible6.Contains(addr) && !translated6.Contains(addr) {
+	if !translated6.Contains(addr) {
 		return netip.Addr{}, false
 	}
 	b := addr.As16()
