@@ -66,7 +66,15 @@ func p99(lat []time.Duration) time.Duration {
 }
 
 func benchAgent(tb testing.TB, c *procCluster) string {
-	status, body, _, err := c.do(0, http.MethodPost, "/v1/agents", `{"name":"A","sandbox_url":"https://sandbox.example.com/a"}`)
+	// Until node 0 has seen the writer's lease it answers 503 without
+	// forwarding, which a client retries.
+	var status int
+	var body []byte
+	var err error
+	c.poll("a first write through node 0", 60*time.Second, func() bool {
+		status, body, _, err = c.do(0, http.MethodPost, "/v1/agents", `{"name":"A","sandbox_url":"https://sandbox.example.com/a"}`)
+		return err != nil || status != http.StatusServiceUnavailable
+	})
 	if err != nil || status != http.StatusCreated {
 		tb.Fatalf("agent: %d %s %v", status, body, err)
 	}
