@@ -152,12 +152,9 @@ func (p *Projections) TestWebhook(ctx context.Context, pr Principal, webhookID, 
 	return p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			w, ok := webhookKind.in(s, pr.Account.ID, webhookID)
-			if !ok {
-				return nil, nil, notFound("webhook", webhookID)
-			}
-			if w.disabled {
-				return nil, nil, errDisabled(w)
+			w, err := sendable(s, pr.Account.ID, webhookID)
+			if err != nil {
+				return nil, nil, err
 			}
 			return []any{&WebhookTestRequested{WebhookID: w.id, DeliveryID: deliveryID, Message: message}}, nil, nil
 		},
@@ -184,12 +181,9 @@ func (p *Projections) RequestRedelivery(ctx context.Context, pr Principal, webho
 	return p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			w, ok := webhookKind.in(s, pr.Account.ID, webhookID)
-			if !ok {
-				return nil, nil, notFound("webhook", webhookID)
-			}
-			if w.disabled {
-				return nil, nil, errDisabled(w)
+			w, err := sendable(s, pr.Account.ID, webhookID)
+			if err != nil {
+				return nil, nil, err
 			}
 			if len(deliveryIDs) == 0 && len(seqs) == 0 {
 				return nil, nil, nil // nothing to queue: no event
@@ -206,16 +200,21 @@ func (p *Projections) RequestRedelivery(ctx context.Context, pr Principal, webho
 // of account: what a test, recover or replay needs.
 func (p *Projections) WebhookSendable(account, webhookID string) error {
 	var err error
-	p.View(func(s *State) {
-		w, ok := webhookKind.in(s, account, webhookID)
-		switch {
-		case !ok:
-			err = notFound("webhook", webhookID)
-		case w.disabled:
-			err = errDisabled(w)
-		}
-	})
+	p.View(func(s *State) { _, err = sendable(s, account, webhookID) })
 	return err
+}
+
+// sendable returns the account's webhook if it is enabled: test events,
+// recovers and replays are refused for a disabled one.
+func sendable(s *State, account, webhookID string) (*webhook, error) {
+	w, ok := webhookKind.in(s, account, webhookID)
+	switch {
+	case !ok:
+		return nil, notFound("webhook", webhookID)
+	case w.disabled:
+		return nil, errDisabled(w)
+	}
+	return w, nil
 }
 
 func (s *State) applyWebhookUpdated(rec *eventlog.Record, p *WebhookUpdated) error {
