@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -58,6 +61,7 @@ type Store struct {
 	db     *pebble.DB
 	lock   *pebble.Lock
 	dir    string
+	fsys   vfs.FS
 	fence  sync.RWMutex
 	logger *slog.Logger
 	damage atomic.Pointer[Damage]
@@ -141,7 +145,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s = &Store{lock: lock, dir: dataDir, logger: logger}
+	s = &Store{lock: lock, dir: dataDir, fsys: fsys, logger: logger}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:               fsys,
 		Lock:             lock,
@@ -298,6 +302,56 @@ func (s *Store) WriteUnsynced(puts []Put) error {
 	s.fence.RLock()
 	defer s.fence.RUnlock()
 	return b.Commit(pebble.NoSync)
+}
+
+// ingestFile is where Ingest builds its table, in the data dir (the same
+// file system as Pebble's, which links it in); a crash can leave one
+// behind, which the next Ingest replaces.
+const ingestFile = "ingest.sst.tmp"
+
+// Ingest writes puts, sorted by key and all in a bookkeeping keyspace, as
+// one table that Pebble adds to the store whole, durable when it returns:
+// for bulk data (a snapshot's chunks) that must not pass through the WAL,
+// where the log's commits would wait behind it at their next fsync. pace,
+// if set, is called with each value's size before it is written; the file
+// is synced every MiB rather than all at its end.
+func (s *Store) Ingest(puts []Put, pace func(n int) error) (err error) {
+	for i, p := range puts {
+		if len(p.Key) == 0 || p.Key[0] == prefixLog {
+			return fmt.Errorf("ingest of %q: not a bookkeeping key", p.Key)
+		}
+		if i > 0 && bytes.Compare(puts[i-1].Key, p.Key) >= 0 {
+			return fmt.Errorf("ingest of %q: keys out of order", p.Key)
+		}
+	}
+	name := filepath.Join(s.dir, ingestFile)
+	f, err := s.fsys.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	defer s.fsys.Remove(name) // Pebble has linked it by then, or failed
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: 1 << 20})
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: s.db.TableFormat()})
+	for _, p := range puts {
+		if pace != nil {
+			if err = pace(len(p.Value)); err != nil {
+				break
+			}
+		}
+		if err = w.Set(p.Key, p.Value); err != nil {
+			break
+		}
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	if err := s.db.Ingest(context.Background(), []string{name}); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	return nil
 }
 
 // durableView pins a snapshot holding every write whose fsync has returned

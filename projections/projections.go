@@ -23,7 +23,8 @@ type Projections struct {
 	opts Options
 	info LoadInfo
 
-	snapMu      sync.Mutex // one snapshot at a time: SaveSnapshot holds it
+	snapMu      sync.Mutex   // one snapshot at a time: SaveSnapshot holds it
+	snapSize    atomic.Int64 // the last snapshot's size, the next one's first buffer
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
 	idem        *idemIndex // recorded answers inside the window; writer-owned

@@ -47,14 +47,14 @@ func snapChunkKey(slot uint8, i int) []byte {
 
 // snapshotWriteRate paces the chunks of a snapshot (bytes per second):
 // they reach the disk beside the log's commits, whose fsyncs the state's
-// readers wait for, so a large snapshot must not flood the WAL at once.
+// readers wait for, so a large snapshot must not flood the device at once.
 const snapshotWriteRate = 32 << 20
 
 // encodeSnapshot writes the whole state at once. The caller holds the
 // state at least read-locked. SaveSnapshot encodes in steps instead (see
 // snapshot_cut.go); both write what encode writes.
 func (s *State) encodeSnapshot() ([]byte, error) {
-	return s.cutAt().encode(0, nil)
+	return s.cutAt().encode(&snapWriter{}, 0, nil)
 }
 
 // The values of one object, in the snapshot's order. decodeSnapshot reads
@@ -393,22 +393,22 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 		_ = msgpack.Unmarshal(mb, &stored) // a damaged one is replaced all the same
 	}
 	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data), Slot: 1 - stored.Slot%2}
-	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
-	// The chunks go in unsynced, paced writes: nothing reads them until the
-	// metadata below names them, and its synced write makes every earlier
-	// write to the WAL durable with it.
+	// The chunks go into a table of their own that the store ingests
+	// (synced, paced): through the WAL, they made the log's next fsync,
+	// which readers of the state wait for, carry megabytes. Nothing reads
+	// them until the synced metadata below names them.
+	var puts []eventlog.Put
 	for off := 0; off < len(data) || off == 0; off += snapshotChunk {
 		end := min(off+snapshotChunk, len(data))
-		if err := pace.WaitN(context.Background(), end-off); err != nil {
-			return 0, err
-		}
-		if err := store.WriteUnsynced([]eventlog.Put{{Key: snapChunkKey(meta.Slot, meta.Chunks), Value: data[off:end]}}); err != nil {
-			return 0, err
-		}
+		puts = append(puts, eventlog.Put{Key: snapChunkKey(meta.Slot, meta.Chunks), Value: data[off:end]})
 		meta.Chunks++
 		if end == len(data) {
 			break
 		}
+	}
+	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
+	if err := store.Ingest(puts, func(n int) error { return pace.WaitN(context.Background(), n) }); err != nil {
+		return 0, err
 	}
 	mb, err := msgpack.Marshal(&meta)
 	if err != nil {
