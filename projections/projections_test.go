@@ -469,6 +469,33 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 		}
 		e.close()
 	})
+	t.Run("metadata naming too many chunks is ignored", func(t *testing.T) {
+		e := openEnv(t, dir, DefaultOptions) // a good snapshot again
+		e.close()
+		store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb, _, _ := store.Get(snapMetaKey)
+		var meta snapMeta
+		if err := msgpack.Unmarshal(mb, &meta); err != nil {
+			t.Fatal(err)
+		}
+		meta.Chunks = 1 << 40 // start-up would allocate a petabyte for it
+		mb, _ = msgpack.Marshal(&meta)
+		if err := store.WriteSync([]eventlog.Put{{Key: snapMetaKey, Value: mb}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		e = openEnv(t, dir, DefaultOptions)
+		if info := e.p.LoadInfo(); info.SnapshotSeq != 0 || !strings.Contains(info.Ignored, "chunks") {
+			t.Errorf("load info %+v, want the snapshot ignored for its chunk count", info)
+		}
+		if got := e.liveDump(); got != want {
+			t.Errorf("state differs:\n%s", firstDiff(got, want))
+		}
+		e.close()
+	})
 	t.Run("snapshot of another version is ignored", func(t *testing.T) {
 		e := openEnv(t, dir, DefaultOptions) // Close above rewrote a good snapshot
 		e.close()
