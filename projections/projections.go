@@ -6,6 +6,8 @@
 package projections
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -140,28 +142,91 @@ func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) 
 	if s == nil {
 		s = NewState()
 	}
-	reg := log.Registry()
 	head := log.DurableSeq()
-	err := log.Read(s.seq+1, head, func(rec *eventlog.Record) error {
-		payload, err := reg.Decode(rec)
-		if err != nil {
-			return err
+	reg := log.Registry()
+	// Reading runs on one goroutine, decoding payloads and applying them on
+	// this one: on two cores a replay of a million sessions takes the
+	// longer of the two (about even) instead of their sum.
+	batches := make(chan []eventlog.Record, 4)
+	stop := make(chan struct{})
+	var readErr error
+	go func() {
+		defer close(batches)
+		readErr = readRecords(log, s.seq+1, head, batches, stop)
+	}()
+	var applyErr error
+	for batch := range batches {
+		if applyErr != nil {
+			continue // draining until the reader sees stop
 		}
-		if err := s.apply(rec, payload); err != nil {
-			return err
+		for i := range batch {
+			rec := &batch[i]
+			payload, err := reg.Decode(rec)
+			if err == nil {
+				err = s.apply(rec, payload)
+			}
+			if err != nil {
+				applyErr = err
+				close(stop)
+				break
+			}
+			if progress != nil && rec.Seq%replayProgressEvery == 0 {
+				progress(rec.Seq, head)
+			}
 		}
-		if progress != nil && rec.Seq%replayProgressEvery == 0 {
-			progress(rec.Seq, head)
-		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := cmp.Or(applyErr, readErr); err != nil {
 		return nil, fmt.Errorf("replaying the log: %w", err)
 	}
 	if progress != nil {
 		progress(s.seq, head)
 	}
 	return s, nil
+}
+
+// replayBatch is how many records go to the applier at once.
+const replayBatch = 512
+
+// errReplayStopped ends a read whose applier has failed.
+var errReplayStopped = errors.New("replay stopped")
+
+// readRecords reads the records from..to and sends them in batches until
+// it has sent them all or stop is closed. A batch's payloads are copies in
+// one buffer of its own (Read reuses them).
+func readRecords(log *eventlog.Log, from, to uint64, out chan<- []eventlog.Record, stop <-chan struct{}) error {
+	batch := make([]eventlog.Record, 0, replayBatch)
+	var payloads []byte
+	send := func() bool {
+		off := 0
+		for i := range batch { // the buffer has stopped growing: slice it
+			n := len(batch[i].Payload)
+			batch[i].Payload = payloads[off : off+n : off+n]
+			off += n
+		}
+		select {
+		case out <- batch:
+			batch = make([]eventlog.Record, 0, replayBatch)
+			payloads = make([]byte, 0, cap(payloads))
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	err := log.Read(from, to, func(rec *eventlog.Record) error {
+		payloads = append(payloads, rec.Payload...)
+		batch = append(batch, *rec)
+		if len(batch) == replayBatch && !send() {
+			return errReplayStopped
+		}
+		return nil
+	})
+	if errors.Is(err, errReplayStopped) {
+		return nil // the applier's error says why
+	}
+	if err == nil && len(batch) > 0 {
+		send()
+	}
+	return err
 }
 
 // LoadInfo says how the state was rebuilt at Open.
