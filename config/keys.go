@@ -86,7 +86,7 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Webhooks.MaxPerAccount }, func(c *Config) error { return between(c.Webhooks.MaxPerAccount, 1, 1000) }},
 	{"bootstrap.plan", "plan of the account created at first start: starter, pro or enterprise",
 		func(c *Config) any { return &c.Bootstrap.Plan }, func(c *Config) error { return oneOf(c.Bootstrap.Plan, "starter", "pro", "enterprise") }},
-	{"snapshot.every", "write a snapshot every N events (0 = only on shutdown)",
+	{"snapshot.every", "write a snapshot every N events, or more apart for a large state (0 = only on shutdown)",
 		func(c *Config) any { return &c.Snapshot.Every }, func(c *Config) error { return between(c.Snapshot.Every, 0, math.MaxInt) }},
 	{"secrets.master_key", "standard base64 of a 32-byte key encrypting stored secrets",
 		func(c *Config) any { return &c.Secrets.MasterKey }, func(c *Config) error { return masterKey(c.Secrets.MasterKey) }},

@@ -557,3 +557,55 @@ func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
 		t.Errorf("after two more saves, load info %+v, want a snapshot", info)
 	}
 }
+
+// TestSnapshotsSpreadOutAsTheStateGrows: snapshots are taken every
+// SnapshotEvery events while the state is small, and one event per
+// snapshotBytesPerEvent bytes of the last snapshot once that is more.
+func TestSnapshotsSpreadOutAsTheStateGrows(t *testing.T) {
+	if got := snapshotInterval(0, 1<<30); got != 0 {
+		t.Errorf("interval with snapshot.every 0 = %d, want 0 (only at Close)", got)
+	}
+	if got := snapshotInterval(100, 1000); got != 100 {
+		t.Errorf("interval for a small state = %d, want snapshot.every (100)", got)
+	}
+	if got := snapshotInterval(100_000, 200<<20); got != 200<<20/snapshotBytesPerEvent {
+		t.Errorf("interval for a 200 MB snapshot = %d, want %d", got, 200<<20/snapshotBytesPerEvent)
+	}
+
+	opts := DefaultOptions
+	opts.SnapshotEvery = 10
+	e := openEnv(t, "", opts)
+	defer e.close()
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	for i := 0; e.p.Seq() < 12; i++ {
+		e.session(pr, ag.ID, fmt.Sprintf("p%d@example.com", i))
+	}
+	pollUntil(t, "the first snapshot", func() bool { return e.p.snapSeq.Load() > 0 && !e.p.snapRunning.Load() })
+	last := e.p.snapSeq.Load()
+	if e.p.snapSize.Load() == 0 {
+		t.Fatal("the snapshot's size was not kept")
+	}
+	// As if the last snapshot had been 1 MiB: the next comes 2,048 events
+	// after it, not 10.
+	e.p.snapSize.Store(1 << 20)
+	if e.p.maybeSnapshot(last + 10) {
+		t.Errorf("a snapshot started 10 events after the last one of 1 MiB")
+	}
+	if !e.p.maybeSnapshot(last + 2048) {
+		t.Errorf("no snapshot started 2,048 events after the last one of 1 MiB")
+	}
+	pollUntil(t, "the second snapshot", func() bool { return !e.p.snapRunning.Load() })
+}
+
+// pollUntil polls cond until it holds, failing the test after 10 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 10 s", what)
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}
