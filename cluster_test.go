@@ -417,7 +417,12 @@ func TestClusterFailover(t *testing.T) {
 			t.Logf("%s: status %s\nwebhook %s\ndeliveries %s", c.nodes[i].name, st, wh, tail(ds, 1500))
 		}
 	}()
-	status, body, hdr, err := c.do((w0+2)%3, http.MethodPost, "/v1/agents", `{"name":"A","sandbox_url":"https://sandbox.example.com/a"}`)
+	// The other follower too may not have seen the lease yet (CI saw it).
+	var hdr http.Header
+	c.poll("the other follower forwarding a write", 60*time.Second, func() bool {
+		status, body, hdr, err = c.do((w0+2)%3, http.MethodPost, "/v1/agents", `{"name":"A","sandbox_url":"https://sandbox.example.com/a"}`)
+		return err != nil || status != http.StatusServiceUnavailable
+	})
 	if err != nil || status != http.StatusCreated {
 		t.Fatalf("agent through a follower: %d %s %v", status, body, err)
 	}

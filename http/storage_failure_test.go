@@ -143,14 +143,14 @@ func TestBackgroundVerificationFindsDamageTheSnapshotHid(t *testing.T) {
 	if err := ts.store.Flush(); err != nil { // the log so far in the first SST
 		t.Fatal(err)
 	}
-	if _, err := ts.state.CreateAccount(t.Context(), "cli", "later", projections.PlanPro, 0); err != nil {
-		t.Fatal(err)
-	}
-	ts.close() // saves a snapshot past the first SST
 	ssts, _ := filepath.Glob(filepath.Join(dir, eventlog.PebbleDir, "*.sst"))
 	if len(ssts) != 1 {
 		t.Fatalf("want the one SST of the flush, have %v", ssts)
 	}
+	if _, err := ts.state.CreateAccount(t.Context(), "cli", "later", projections.PlanPro, 0); err != nil {
+		t.Fatal(err)
+	}
+	ts.close() // saves a snapshot past the first SST (ingested as an SST of its own)
 	b, err := os.ReadFile(ssts[0])
 	if err != nil {
 		t.Fatal(err)
