@@ -448,11 +448,7 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mb, _, _ := store.Get(snapMetaKey)
-		var meta snapMeta
-		if err := msgpack.Unmarshal(mb, &meta); err != nil {
-			t.Fatal(err)
-		}
+		meta := storedSnapMeta(t, store)
 		chunk, _, _ := store.Get(snapChunkKey(meta.Slot, 0))
 		chunk[len(chunk)/2] ^= 1
 		if err := store.WriteSync([]eventlog.Put{{Key: snapChunkKey(meta.Slot, 0), Value: chunk}}, nil, nil); err != nil {
@@ -476,13 +472,9 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mb, _, _ := store.Get(snapMetaKey)
-		var meta snapMeta
-		if err := msgpack.Unmarshal(mb, &meta); err != nil {
-			t.Fatal(err)
-		}
+		meta := storedSnapMeta(t, store)
 		meta.Chunks = 1 << 40 // start-up would allocate a petabyte for it
-		mb, _ = msgpack.Marshal(&meta)
+		mb, _ := msgpack.Marshal(&meta)
 		if err := store.WriteSync([]eventlog.Put{{Key: snapMetaKey, Value: mb}}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -608,4 +600,15 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond) // polling interval
 	}
+}
+
+// storedSnapMeta reads the stored snapshot's metadata.
+func storedSnapMeta(t *testing.T, store *eventlog.Store) snapMeta {
+	t.Helper()
+	mb, _, _ := store.Get(snapMetaKey)
+	var meta snapMeta
+	if err := msgpack.Unmarshal(mb, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }
