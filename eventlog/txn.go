@@ -203,28 +203,37 @@ func (t *Txn) Start() *Flight {
 		}
 		return f
 	}
+	// The batch reaches Pebble's WAL now, while the head is still held, so
+	// batches reach the disk in the order of their seqs, and the next
+	// transaction's batch can join the fsync that follows this one's
+	// without waiting for a goroutine to hand it over.
+	var syncWait func() error
+	var failed error
+	if n > 0 {
+		if failed = l.failure(); failed == nil {
+			syncWait = l.db.startSync(batch)
+		}
+	}
 	l.tip, l.tipNext, l.tipHash = f, next, hash
 	l.head.Unlock()
 	go func() {
 		defer close(f.done)
 		defer batch.Close()
-		if prev != nil {
-			// Never write after a commit that failed, and never report this
-			// one durable before the earlier one is.
-			if err := prev.Wait(); err != nil {
-				f.err = err
-				return
+		err := failed
+		if syncWait != nil {
+			if err = syncWait(); err != nil {
+				err = l.fail(fmt.Errorf("commit: %v", err))
 			}
 		}
-		if n == 0 {
-			return
+		if prev != nil {
+			// Never report this commit durable before the earlier one is,
+			// nor at all after one that failed.
+			if perr := prev.Wait(); perr != nil && err == nil {
+				err = perr
+			}
 		}
-		if err := l.failure(); err != nil {
+		if err != nil || n == 0 {
 			f.err = err
-			return
-		}
-		if err := l.db.commitSync(batch); err != nil {
-			f.err = l.fail(fmt.Errorf("commit: %v", err))
 			return
 		}
 		l.durableMu.Lock()

@@ -161,33 +161,32 @@ func (p *Projections) writer() {
 			}
 		}
 		p.mu.Lock()
-		f := p.open()
-		p.add(f, p.gather(req, maxGroup))
-		p.start(f)
-		// While f syncs, the commands that arrive are decided into the
-		// next group, which starts as soon as f's commit returns.
-		var next *flight
-		for f != nil {
-			if carry == nil && f.pipelines() && !p.broken && (next == nil || len(next.group) < maxGroup) {
+		// Groups in flight, oldest first. Each starts its commit as soon as
+		// it is decided, so its batch joins the fsync after the one under
+		// way; they end in the order they started.
+		var flights []*flight
+		for req != nil || len(flights) > 0 {
+			if req != nil {
+				f := p.open()
+				p.add(f, p.gather(req, maxGroup))
+				p.start(f)
+				flights = append(flights, f)
+				req = nil
+			}
+			if carry == nil && flights[len(flights)-1].pipelines() && !p.broken {
 				select {
-				case <-f.done():
-				case req := <-p.queue:
+				case <-flights[0].done():
+				case r := <-p.queue:
 					if p.readers.Load() > 0 {
-						carry = req
-						continue
+						carry = r
+					} else {
+						req = r
 					}
-					if next == nil {
-						next = p.open()
-					}
-					p.add(next, p.gather(req, maxGroup-len(next.group)))
 					continue
 				}
 			}
-			p.finish(f)
-			f, next = next, nil
-			if f != nil {
-				p.start(f)
-			}
+			p.finish(flights[0])
+			flights = flights[1:]
 		}
 		if p.broken {
 			p.rebuild()
