@@ -209,15 +209,23 @@ func (r *Registry) Encode(payload any) (name string, version int, data []byte, e
 // record into the Go type of (name, version), rejecting unknown fields and
 // trailing data, and returns it encoded as msgpack.
 func (r *Registry) PayloadFromJSON(name string, version int, data json.RawMessage) ([]byte, error) {
+	v, err := r.New(name, version)
+	if err != nil {
+		return nil, err
+	}
+	if err := strictjson.DecodeObject(data, v); err != nil {
+		return nil, fmt.Errorf("data of %s v%d: %w", name, version, err)
+	}
+	return marshalPayload(v)
+}
+
+// New returns a pointer to a new zero payload of (name, version).
+func (r *Registry) New(name string, version int) (any, error) {
 	t, err := r.goType(name, version)
 	if err != nil {
 		return nil, err
 	}
-	v := reflect.New(t)
-	if err := strictjson.DecodeObject(data, v.Interface()); err != nil {
-		return nil, fmt.Errorf("data of %s v%d: %w", name, version, err)
-	}
-	return marshalPayload(v.Interface())
+	return reflect.New(t).Interface(), nil
 }
 
 // Latest returns the newest version registered for name, or 0.

@@ -27,9 +27,17 @@ func FuzzDecodeObject(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var v strictTarget
-		if err := DecodeObject(data, &v); err != nil {
+		var v, checked strictTarget
+		err := DecodeObject(data, &v)
+		checkedErr := DecodeChecked(data, &checked)
+		if (err == nil) != (checkedErr == nil) {
+			t.Fatalf("%q: DecodeObject says %v, the checked path %v", data, err, checkedErr)
+		}
+		if err != nil {
 			return
+		}
+		if !reflect.DeepEqual(v, checked) {
+			t.Fatalf("%q: DecodeObject decoded %+v, the checked path %+v", data, v, checked)
 		}
 		if !utf8.Valid(data) {
 			t.Fatalf("accepted invalid UTF-8: %q", data)
