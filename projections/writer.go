@@ -19,7 +19,11 @@ import (
 //
 // Groups are pipelined: while group N's fsync runs, the writer decides
 // group N+1 against the state with N applied, and starts its commit, which
-// the log orders after N's (eventlog.Txn.Start). Readers never see either
+// the log orders after N's (eventlog.Txn.Start), and so on for every group
+// decided before N's fsync returns: each batch is in Pebble's WAL queue as
+// soon as it is decided, so the fsync after N's carries them without a
+// goroutine hand-off between the two (a gap that left the disk idle 60% of
+// the time under 64 writing clients). Readers never see any of them
 // before it is durable: the writer holds the state's write lock from
 // deciding a group until the fsync of the last group it decided returns.
 // So that readers are not kept out for long, it decides no further group
