@@ -465,16 +465,19 @@ func (f pebbleFatal) Error() string { return string(f) }
 func (s *Store) commitSync(b *pebble.Batch) (err error) {
 	s.fence.RLock()
 	defer s.fence.RUnlock()
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(pebbleFatal)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
+	defer recoverFatal(&err)
 	return b.Commit(pebble.Sync)
+}
+
+// recoverFatal, deferred, turns a pebbleFatal panic into *err.
+func recoverFatal(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(pebbleFatal)
+		if !ok {
+			panic(r)
+		}
+		*err = f
+	}
 }
 
 // startSync hands b to Pebble's WAL without waiting for its fsync, and
@@ -487,15 +490,7 @@ func (s *Store) commitSync(b *pebble.Batch) (err error) {
 func (s *Store) startSync(b *pebble.Batch) (wait func() error) {
 	s.fence.RLock()
 	err := func() (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				f, ok := r.(pebbleFatal)
-				if !ok {
-					panic(r)
-				}
-				err = f
-			}
-		}()
+		defer recoverFatal(&err)
 		return s.db.ApplyNoSyncWait(b, pebble.Sync)
 	}()
 	if err != nil {

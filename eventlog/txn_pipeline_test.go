@@ -36,6 +36,16 @@ func inPebble(h *harness, seq uint64) bool {
 	return true
 }
 
+// awaitEntered waits for the held fsync of the first transaction, A.
+func awaitEntered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A never reached its fsync")
+	}
+}
+
 func awaitFlight(t *testing.T, f *Flight, what string) error {
 	t.Helper()
 	select {
@@ -53,11 +63,7 @@ func TestTheNextCommitReachesPebbleWhileOneSyncs(t *testing.T) {
 	entered, release := h.faults.HoldSyncs()
 	defer release()
 	a, recA := startHeld(t, h, 1)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("A never reached its fsync")
-	}
+	awaitEntered(t, entered)
 	b, recB := startHeld(t, h, 2)
 	if recB.Seq != recA.Seq+1 {
 		t.Fatalf("B's seq %d does not follow A's %d", recB.Seq, recA.Seq)
@@ -99,11 +105,7 @@ func TestACommitStartedAfterAFailedOneFailsToo(t *testing.T) {
 	entered, release := h.faults.HoldSyncs()
 	defer release()
 	a, _ := startHeld(t, h, 1)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("A never reached its fsync")
-	}
+	awaitEntered(t, entered)
 	// Only A's fsync fails: B's own would succeed, but B must not be
 	// acknowledged after a commit before it failed.
 	h.faults.FailSyncs(nil)
