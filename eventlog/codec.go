@@ -155,10 +155,11 @@ func (r *reader) int() (int64, error) {
 	return int64(u), nil
 }
 
-func (r *reader) str() (string, error) {
+// strBytes reads a string's bytes (a slice of r's buffer).
+func (r *reader) strBytes() ([]byte, error) {
 	c, err := r.byte()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var n int
 	switch {
@@ -168,16 +169,48 @@ func (r *reader) str() (string, error) {
 		w := 1 << (c - 0xd9)
 		s, err := r.take(w)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, x := range s {
 			n = n<<8 | int(x)
 		}
 	default:
-		return "", fmt.Errorf("want a string, found code %#x", c)
+		return nil, fmt.Errorf("want a string, found code %#x", c)
 	}
-	s, err := r.take(n)
-	return string(s), err
+	return r.take(n)
+}
+
+// str reads a string.
+func (r *reader) str() (string, error) {
+	b, err := r.strBytes()
+	return string(b), err
+}
+
+// strFrom reads a string, taking it from in when it is there.
+func (r *reader) strFrom(in interned) (string, error) {
+	b, err := r.strBytes()
+	if err != nil || in == nil {
+		return string(b), err
+	}
+	return in.of(b), nil
+}
+
+// interned keeps one copy of the few strings every record repeats (its
+// type, account and actor), so that a read of the whole log allocates each
+// once instead of once per record. It keeps at most maxInterned.
+type interned map[string]string
+
+const maxInterned = 1024
+
+func (in interned) of(b []byte) string {
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(in) < maxInterned {
+		in[s] = s
+	}
+	return s
 }
 
 func (r *reader) time() (time.Time, error) {

@@ -67,7 +67,7 @@ func TestCodecEqualsTheMsgpackLibrary(t *testing.T) {
 			t.Fatal(err)
 		}
 		var back Record
-		if err := decodeRecord(val, &back); err != nil {
+		if err := decodeRecord(val, &back, nil); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 		if back.Seq != r.Seq || back.ID != r.ID || back.Type != r.Type || back.Version != r.Version ||
@@ -85,7 +85,7 @@ func TestDecodeRefusesTruncatedRecords(t *testing.T) {
 	for cut := 1; cut < len(body); cut++ {
 		bad := append(append([]byte(nil), body[:cut]...), val[len(val)-hashTrailerLen:]...)
 		var back Record
-		if err := decodeRecord(bad, &back); err == nil && cut < len(body)-1 {
+		if err := decodeRecord(bad, &back, nil); err == nil && cut < len(body)-1 {
 			// Cutting into the payload still parses the envelope; the
 			// payload's own decode refuses it. Before that, it must fail.
 			if cut < len(body)-len(r.Payload) {

@@ -28,7 +28,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{0x99})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		var rec Record
-		if err := decodeRecord(v, &rec); err != nil {
+		if err := decodeRecord(v, &rec, nil); err != nil {
 			return
 		}
 		rec.Payload = append([]byte(nil), rec.Payload...)
@@ -37,7 +37,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			return // an empty payload decodes but is never written
 		}
 		var back Record
-		if err := decodeRecord(again, &back); err != nil {
+		if err := decodeRecord(again, &back, nil); err != nil {
 			t.Fatalf("a decoded record %+v encodes to bytes the decoder refuses: %v", rec, err)
 		}
 		if back.Seq != rec.Seq || back.ID != rec.ID || back.Type != rec.Type || back.Version != rec.Version ||

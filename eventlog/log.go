@@ -144,7 +144,7 @@ func (s *Store) readHead() (Record, error) {
 	if !ok {
 		return head, fmt.Errorf("%w: unexpected key %x in the log keyspace", ErrCorrupt, it.Key())
 	}
-	if err := decodeRecord(it.Value(), &head); err != nil {
+	if err := decodeRecord(it.Value(), &head, nil); err != nil {
 		return head, fmt.Errorf("seq %d: %w", seq, err)
 	}
 	if head.Seq != seq {
@@ -262,9 +262,10 @@ func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
 	}
 	defer it.Close()
 	var rec Record
+	in := interned{}
 	expect := from
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := decodeRecord(it.Value(), &rec); err != nil {
+		if err := decodeRecord(it.Value(), &rec, in); err != nil {
 			return fmt.Errorf("seq %d: %w", expect, err)
 		}
 		if rec.Seq != expect {

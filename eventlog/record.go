@@ -84,8 +84,9 @@ func splitValue(v []byte) (body []byte, hash [HashSize]byte, err error) {
 }
 
 // decodeRecord decodes a stored value. It checks the framing but not the
-// chain; Verify does that. r.Payload aliases v.
-func decodeRecord(v []byte, r *Record) error {
+// chain; Verify does that. r.Payload aliases v. Its type, account and
+// actor come from in when it has them (in may be nil).
+func decodeRecord(v []byte, r *Record, in interned) error {
 	body, hash, err := splitValue(v)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func decodeRecord(v []byte, r *Record) error {
 		r.ID, err = rd.str()
 	}
 	if err == nil {
-		r.Type, err = rd.str()
+		r.Type, err = rd.strFrom(in)
 	}
 	var version int64
 	if err == nil {
@@ -107,10 +108,10 @@ func decodeRecord(v []byte, r *Record) error {
 		r.Time, err = rd.time()
 	}
 	if err == nil {
-		r.Account, err = rd.str()
+		r.Account, err = rd.strFrom(in)
 	}
 	if err == nil {
-		r.Actor, err = rd.str()
+		r.Actor, err = rd.strFrom(in)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)

@@ -111,7 +111,7 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", pos, err)
 		}
-		if err := decodeRecord(v, &recs[i]); err != nil {
+		if err := decodeRecord(v, &recs[i], nil); err != nil {
 			return nil, fmt.Errorf("entry %d: %w", pos, err)
 		}
 		if recs[i].Seq != next {

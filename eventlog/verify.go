@@ -91,6 +91,7 @@ func (l *Log) verifyRange(from, to uint64, prev [HashSize]byte) (uint64, [HashSi
 	}
 	defer it.Close()
 	var rec Record
+	in := interned{}
 	expect := from
 	checked := func() uint64 { return expect - from }
 	for valid := it.First(); valid; valid = it.Next() {
@@ -101,7 +102,7 @@ func (l *Log) verifyRange(from, to uint64, prev [HashSize]byte) (uint64, [HashSi
 		if seq != expect {
 			return checked(), prev, &VerifyError{Seq: expect, Reason: fmt.Sprintf("missing; next stored seq is %d", seq)}
 		}
-		if err := decodeRecord(it.Value(), &rec); err != nil {
+		if err := decodeRecord(it.Value(), &rec, in); err != nil {
 			return checked(), prev, &VerifyError{Seq: seq, Reason: err.Error()}
 		}
 		if rec.Seq != seq {

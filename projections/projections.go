@@ -147,20 +147,21 @@ func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) 
 	// Reading runs on one goroutine, decoding payloads and applying them on
 	// this one: on two cores a replay of a million sessions takes the
 	// longer of the two (about even) instead of their sum.
-	batches := make(chan []eventlog.Record, 4)
+	batches := make(chan *recordBatch, replayBatches)
+	free := make(chan *recordBatch, replayBatches+1)
 	stop := make(chan struct{})
 	var readErr error
 	go func() {
 		defer close(batches)
-		readErr = readRecords(log, s.seq+1, head, batches, stop)
+		readErr = readRecords(log, s.seq+1, head, batches, free, stop)
 	}()
 	var applyErr error
 	for batch := range batches {
 		if applyErr != nil {
 			continue // draining until the reader sees stop
 		}
-		for i := range batch {
-			rec := &batch[i]
+		for i := range batch.recs {
+			rec := &batch.recs[i]
 			payload, err := reg.Decode(rec)
 			if err == nil {
 				err = s.apply(rec, payload)
@@ -174,6 +175,10 @@ func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) 
 				progress(rec.Seq, head)
 			}
 		}
+		select { // applied: nothing of it is kept (payloads decode to copies)
+		case free <- batch:
+		default:
+		}
 	}
 	if err := cmp.Or(applyErr, readErr); err != nil {
 		return nil, fmt.Errorf("replaying the log: %w", err)
@@ -184,38 +189,59 @@ func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) 
 	return s, nil
 }
 
-// replayBatch is how many records go to the applier at once.
-const replayBatch = 512
+// replayBatch is how many records go to the applier at once (a variable
+// for the tests, which make batches small to recycle them often), and
+// replayBatches how many batches may wait for it.
+var replayBatch = 512
+
+const replayBatches = 4
 
 // errReplayStopped ends a read whose applier has failed.
 var errReplayStopped = errors.New("replay stopped")
 
+// recordBatch is records read for the applier, their payloads copied into
+// one buffer of the batch's own (Read reuses them). The applier hands a
+// batch back once applied, and the reader fills it again: a replay's
+// garbage would otherwise be mostly these copies, and the collections they
+// cause each mark the whole state built so far.
+type recordBatch struct {
+	recs     []eventlog.Record
+	payloads []byte
+}
+
 // readRecords reads the records from..to and sends them in batches until
-// it has sent them all or stop is closed. A batch's payloads are copies in
-// one buffer of its own (Read reuses them).
-func readRecords(log *eventlog.Log, from, to uint64, out chan<- []eventlog.Record, stop <-chan struct{}) error {
-	batch := make([]eventlog.Record, 0, replayBatch)
-	var payloads []byte
+// it has sent them all or stop is closed. It takes empty batches from free
+// when there are any.
+func readRecords(log *eventlog.Log, from, to uint64, out chan<- *recordBatch, free <-chan *recordBatch, stop <-chan struct{}) error {
+	next := func() *recordBatch {
+		select {
+		case b := <-free:
+			b.recs, b.payloads = b.recs[:0], b.payloads[:0]
+			return b
+		default:
+			return &recordBatch{recs: make([]eventlog.Record, 0, replayBatch)}
+		}
+	}
+	batch := next()
 	send := func() bool {
 		off := 0
-		for i := range batch { // the buffer has stopped growing: slice it
-			n := len(batch[i].Payload)
-			batch[i].Payload = payloads[off : off+n : off+n]
+		for i := range batch.recs { // the buffer has stopped growing: slice it
+			n := len(batch.recs[i].Payload)
+			batch.recs[i].Payload = batch.payloads[off : off+n : off+n]
 			off += n
 		}
 		select {
 		case out <- batch:
-			batch = make([]eventlog.Record, 0, replayBatch)
-			payloads = make([]byte, 0, cap(payloads))
+			batch = next()
 			return true
 		case <-stop:
 			return false
 		}
 	}
 	err := log.Read(from, to, func(rec *eventlog.Record) error {
-		payloads = append(payloads, rec.Payload...)
-		batch = append(batch, *rec)
-		if len(batch) == replayBatch && !send() {
+		batch.payloads = append(batch.payloads, rec.Payload...)
+		batch.recs = append(batch.recs, *rec)
+		if len(batch.recs) == replayBatch && !send() {
 			return errReplayStopped
 		}
 		return nil
@@ -223,7 +249,7 @@ func readRecords(log *eventlog.Log, from, to uint64, out chan<- []eventlog.Recor
 	if errors.Is(err, errReplayStopped) {
 		return nil // the applier's error says why
 	}
-	if err == nil && len(batch) > 0 {
+	if err == nil && len(batch.recs) > 0 {
 		send()
 	}
 	return err
