@@ -243,20 +243,27 @@ func (s *Store) PutMeta(name string, value []byte) error {
 
 // Get returns the value stored under a bookkeeping key.
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	return s.AppendValue(nil, key)
+}
+
+// AppendValue appends the value stored under a bookkeeping key to dst and
+// returns the result (dst unchanged when there is none): reading a large
+// value in parts copies it once.
+func (s *Store) AppendValue(dst, key []byte) ([]byte, bool, error) {
 	if len(key) == 0 || key[0] == prefixLog {
-		return nil, false, fmt.Errorf("get of %q: not a bookkeeping key", key)
+		return dst, false, fmt.Errorf("get of %q: not a bookkeeping key", key)
 	}
 	s.fence.Lock()
 	defer s.fence.Unlock()
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
+		return dst, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return dst, false, err
 	}
 	defer closer.Close()
-	return append([]byte(nil), v...), true, nil
+	return append(dst, v...), true, nil
 }
 
 // WriteSync writes puts and deletes the keys in [delFrom, delTo) in one

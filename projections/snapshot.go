@@ -447,11 +447,10 @@ func loadSnapshot(store *eventlog.Store) (s *State, why string) {
 	}
 	data := make([]byte, 0, meta.Chunks*snapshotChunk)
 	for i := 0; i < meta.Chunks; i++ {
-		c, ok, err := store.Get(snapChunkKey(meta.Slot, i))
+		data, ok, err = store.AppendValue(data, snapChunkKey(meta.Slot, i))
 		if err != nil || !ok {
 			return nil, fmt.Sprintf("snapshot chunk %d is missing", i)
 		}
-		data = append(data, c...)
 	}
 	if sha256.Sum256(data) != meta.Sum {
 		return nil, "snapshot checksum does not match"
