@@ -144,27 +144,35 @@ func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) 
 	}
 	head := log.DurableSeq()
 	reg := log.Registry()
-	// Reading runs on one goroutine, decoding payloads and applying them on
-	// this one: on two cores a replay of a million sessions takes the
-	// longer of the two (about even) instead of their sum.
+	// Reading, decoding payloads and applying them run on three goroutines:
+	// on two cores a replay of a million sessions then takes about half
+	// their sum (applying alone takes 40% of it) instead of the sum.
 	batches := make(chan *recordBatch, replayBatches)
-	free := make(chan *recordBatch, replayBatches+1)
+	decoded := make(chan *recordBatch, replayBatches)
+	free := make(chan *recordBatch, 2*replayBatches+3) // more than can exist
 	stop := make(chan struct{})
 	var readErr error
 	go func() {
 		defer close(batches)
 		readErr = readRecords(log, s.seq+1, head, batches, free, stop)
 	}()
+	go func() {
+		defer close(decoded)
+		for batch := range batches {
+			batch.decode(reg, stop)
+			decoded <- batch
+		}
+	}()
 	var applyErr error
-	for batch := range batches {
+	for batch := range decoded {
 		if applyErr != nil {
 			continue // draining until the reader sees stop
 		}
 		for i := range batch.recs {
 			rec := &batch.recs[i]
-			payload, err := reg.Decode(rec)
+			err := batch.errs[i]
 			if err == nil {
-				err = s.apply(rec, payload)
+				err = s.apply(rec, batch.values[i])
 			}
 			if err != nil {
 				applyErr = err
@@ -207,6 +215,25 @@ var errReplayStopped = errors.New("replay stopped")
 type recordBatch struct {
 	recs     []eventlog.Record
 	payloads []byte
+	// values and errs are each record's decoded payload, or why it
+	// could not be decoded.
+	values []any
+	errs   []error
+}
+
+// decode decodes every record's payload, unless stop is closed (then the
+// batch will not be applied).
+func (b *recordBatch) decode(reg *eventlog.Registry, stop <-chan struct{}) {
+	b.values, b.errs = b.values[:0], b.errs[:0]
+	select {
+	case <-stop:
+		return
+	default:
+	}
+	for i := range b.recs {
+		v, err := reg.Decode(&b.recs[i])
+		b.values, b.errs = append(b.values, v), append(b.errs, err)
+	}
 }
 
 // readRecords reads the records from..to and sends them in batches until
