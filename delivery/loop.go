@@ -104,7 +104,7 @@ func (l *loop) run() error {
 					break more
 				}
 			}
-			if err := l.record(batch...); err != nil {
+			if err := l.record(true, batch...); err != nil {
 				return err
 			}
 		case req := <-l.retryReqs:
@@ -124,7 +124,7 @@ func (l *loop) drain() error {
 		case req := <-l.retryReqs:
 			req.done <- retryResult{err: errors.New("deliveries are stopping; retry after the restart")}
 		case r := <-l.results:
-			if err := l.record(r); err != nil {
+			if err := l.record(false, r); err != nil {
 				return err
 			}
 		case <-l.ctx.Done():
@@ -230,6 +230,16 @@ type envelope struct {
 func (l *loop) dispatch() time.Duration {
 	now := l.dp.clock.Now().UnixMilli()
 	l.ready = l.later.popDue(now, l.ready)
+	if wait := l.startReady(now); wait > 0 {
+		return min(wait, l.later.untilNext(now))
+	}
+	return l.later.untilNext(now)
+}
+
+// startReady starts attempts of the ready deliveries, oldest first, while
+// the webhook has free slots. Over rate_limit_per_second it stops and
+// returns how long the first in line must wait.
+func (l *loop) startReady(now int64) time.Duration {
 	limit := l.target().RateLimit
 	for len(l.ready) > 0 && len(l.busy) < l.dp.cfg.Concurrency {
 		id := l.ready[0]
@@ -239,14 +249,13 @@ func (l *loop) dispatch() time.Duration {
 			continue
 		}
 		if wait := l.throttle.take(limit, time.UnixMilli(now)); wait > 0 {
-			// Over rate_limit_per_second: it waits, first in line.
-			return min(wait, l.later.untilNext(now))
+			return wait
 		}
 		l.ready = l.ready[1:]
 		l.busy[id] = true
 		go l.attempt(*d)
 	}
-	return l.later.untilNext(now)
+	return 0
 }
 
 // errWebhookGone stops an attempt whose webhook was deleted or disabled
@@ -265,8 +274,11 @@ func (l *loop) attempt(d Delivery) {
 	}
 }
 
-// record applies attempts' outcomes and stores them in one synced write.
-func (l *loop) record(results ...result) error {
+// record applies attempts' outcomes and stores them in one synced write;
+// a delivery to retry is scheduled once its outcome is stored. When
+// starting is set, the slots the results freed start the next ready
+// deliveries before the write.
+func (l *loop) record(starting bool, results ...result) error {
 	var changed []*Delivery
 	var ended []string
 	var attempts []eventlog.Put
@@ -296,12 +308,23 @@ func (l *loop) record(results ...result) error {
 	}
 	attempts = append(append(attempts, hours...), failingPut(l.t.ID, failing, version))
 	delFrom, delTo := l.hours.prune(l.t.ID)
+	if starting && !l.retry.gone {
+		// The slots these results freed take the next ready deliveries
+		// (stored before, none of them among these) while the outcomes
+		// sync, instead of idling through the fsync.
+		l.startReady(l.dp.clock.Now().UnixMilli())
+	}
 	if err := l.dp.store.putWith(l.t.ID, attempts, delFrom, delTo, changed...); err != nil {
 		return err
 	}
 	l.failing, l.failingVersion = failing, version
 	for _, id := range ended {
 		delete(l.pending, id)
+	}
+	for _, d := range changed {
+		if d.Status == StatusPending {
+			l.schedule(d) // its retry, now that its failed attempt is stored
+		}
 	}
 	if l.retry.gone {
 		return l.disable(projections.DisabledGone, "the receiver answered 410 Gone")
@@ -329,8 +352,6 @@ func (l *loop) apply(r result) *Delivery {
 		if d.EventAt > 0 {
 			l.dp.metrics.latency.Observe(now.Sub(time.UnixMilli(d.EventAt)).Seconds())
 		}
-	case verdictRetrying:
-		l.schedule(d)
 	}
 	return d
 }
