@@ -37,6 +37,28 @@ type loop struct {
 	throttle       throttle                           // rate_limit_per_second
 	nextPrune      time.Time                          // the next retention step (retention.go)
 	hours          hourlyCounts                       // attempts' outcomes of the current hours
+
+	// Writes whose fsync has not returned, oldest first: the loop starts
+	// them and goes on; awaitWrites waits for each in turn and hands it
+	// back on written, where the loop acts on it (stored).
+	writes    chan write
+	written   chan write
+	inflight  int
+	unwritten write // outcomes recorded since the last write started
+}
+
+// maxWritesInFlight bounds a loop's writes awaiting their fsync; written
+// holds as many, so that awaitWrites never waits for the loop. While they
+// sync, outcomes gather in unwritten for the next: one write per fsync.
+const maxWritesInFlight = 2
+
+// write is one started write of new deliveries or attempts' outcomes.
+type write struct {
+	wait     func() error
+	err      error       // wait's result
+	fresh    []*Delivery // new deliveries, sent once stored
+	outcomes []*Delivery // deliveries with an attempt's outcome
+	attempts []eventlog.Put
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
@@ -45,7 +67,8 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
 		results: make(chan result, 64), retry: retryState{policy: dp.policy},
-		pending: map[string]*Delivery{}, busy: map[string]bool{}}
+		pending: map[string]*Delivery{}, busy: map[string]bool{},
+		writes: make(chan write, maxWritesInFlight), written: make(chan write, maxWritesInFlight)}
 	l.cur.Store(&t)
 	return l
 }
@@ -59,6 +82,8 @@ func (l *loop) run() error {
 	if err != nil {
 		return err
 	}
+	go l.awaitWrites()
+	defer l.endWrites()
 	timer := l.dp.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer l.dp.metrics.forgetLag(l.t.ID)
@@ -104,7 +129,14 @@ func (l *loop) run() error {
 					break more
 				}
 			}
-			if err := l.record(true, batch...); err != nil {
+			if err := l.record(batch...); err != nil {
+				return err
+			}
+		case w := <-l.written:
+			if err := l.stored(w); err != nil {
+				return err
+			}
+			if err := l.flush(); err != nil {
 				return err
 			}
 		case req := <-l.retryReqs:
@@ -117,14 +149,22 @@ func (l *loop) run() error {
 	}
 }
 
-// drain records the attempts in flight at shutdown, starting none.
+// drain records the attempts in flight at shutdown, starting none, and
+// waits for every outcome write to be durable.
 func (l *loop) drain() error {
-	for len(l.busy) > 0 {
+	for len(l.busy) > 0 || l.inflight > 0 || len(l.unwritten.outcomes) > 0 {
 		select {
 		case req := <-l.retryReqs:
 			req.done <- retryResult{err: errors.New("deliveries are stopping; retry after the restart")}
 		case r := <-l.results:
-			if err := l.record(false, r); err != nil {
+			if err := l.record(r); err != nil {
+				return err
+			}
+		case w := <-l.written:
+			if err := l.stored(w); err != nil {
+				return err
+			}
+			if err := l.flush(); err != nil {
 				return err
 			}
 		case <-l.ctx.Done():
@@ -161,8 +201,9 @@ func (l *loop) loadState() (uint64, error) {
 const maxCollect = 512
 
 // collect turns the records after cursor into pending deliveries and
-// stores them with the new cursor in one synced write, before any is sent:
-// after a crash, every event is delivered at least once.
+// starts their write with the new cursor, one synced batch; they are sent
+// once it is durable (stored): after a crash, every event is delivered at
+// least once.
 func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	to := min(head, cursor+maxCollect)
 	var fresh []*Delivery
@@ -190,6 +231,11 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		return cursor, err
 	}
 	if len(requests) > 0 {
+		// The requests name deliveries that are failed in the store:
+		// the loop first takes in every write of its own that stored one.
+		if err := l.settle(); err != nil {
+			return cursor, err
+		}
 		// Re-sent deliveries go in the same write as the cursor past
 		// their request: carried out once, even across a crash.
 		again, err := l.redeliver(requests, t, now)
@@ -206,12 +252,13 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	if l.ctx.Err() != nil {
 		return cursor, l.ctx.Err() // deleted meanwhile: write nothing more
 	}
-	if err := l.dp.store.putWithCursor(l.t.ID, to, fresh); err != nil {
+	if err := l.start(write{fresh: fresh}, func() func() error {
+		return l.dp.store.startPutWithCursor(l.t.ID, to, fresh)
+	}); err != nil {
 		return cursor, err
 	}
 	for _, d := range fresh {
-		l.pending[d.ID] = d
-		l.ready = append(l.ready, d.ID)
+		l.pending[d.ID] = d // counted against maxPending, not sent yet
 	}
 	return to, nil
 }
@@ -274,65 +321,130 @@ func (l *loop) attempt(d Delivery) {
 	}
 }
 
-// record applies attempts' outcomes and stores them in one synced write;
-// a delivery to retry is scheduled once its outcome is stored. When
-// starting is set, the slots the results freed start the next ready
-// deliveries before the write.
-func (l *loop) record(starting bool, results ...result) error {
-	var changed []*Delivery
-	var ended []string
-	var attempts []eventlog.Put
+// record applies attempts' outcomes; they are stored by the next write,
+// started at once unless maxWritesInFlight are syncing (then as one of
+// them returns). The freed slots send the next ready deliveries meanwhile.
+// What acts on an outcome (ending the delivery, scheduling its retry,
+// disabling the webhook) waits until it is durable: see stored.
+func (l *loop) record(results ...result) error {
 	version := l.target().Version
 	failing := l.failingFor(version)
+	n := len(l.unwritten.outcomes)
 	for _, r := range results {
 		d := l.apply(r)
 		if d == nil {
 			continue
 		}
-		changed = append(changed, d)
-		if d.Status != StatusPending {
-			ended = append(ended, d.ID)
-		}
 		put, err := l.keepAttempt(d, r, &failing)
 		if err != nil {
 			return err
 		}
-		attempts = append(attempts, put)
+		l.unwritten.outcomes = append(l.unwritten.outcomes, d)
+		l.unwritten.attempts = append(l.unwritten.attempts, put)
 	}
-	if len(changed) == 0 || l.ctx.Err() != nil {
+	if len(l.unwritten.outcomes) == n {
 		return nil
 	}
-	hours, err := l.hourPuts()
-	if err != nil {
-		return err
-	}
-	attempts = append(append(attempts, hours...), failingPut(l.t.ID, failing, version))
-	delFrom, delTo := l.hours.prune(l.t.ID)
-	if starting && !l.retry.gone {
-		// The slots these results freed take the next ready deliveries
-		// (stored before, none of them among these) while the outcomes
-		// sync, instead of idling through the fsync.
-		l.startReady(l.dp.clock.Now().UnixMilli())
-	}
-	if err := l.dp.store.putWith(l.t.ID, attempts, delFrom, delTo, changed...); err != nil {
-		return err
-	}
 	l.failing, l.failingVersion = failing, version
-	for _, id := range ended {
-		delete(l.pending, id)
-	}
-	for _, d := range changed {
-		if d.Status == StatusPending {
-			l.schedule(d) // its retry, now that its failed attempt is stored
+	if !l.retry.gone && !l.failedTooLong() {
+		if l.inflight < maxWritesInFlight {
+			return l.flush()
 		}
+		return nil
+	}
+	// The loop ends here: every outcome is stored first.
+	if err := l.settle(); err != nil {
+		return err
 	}
 	if l.retry.gone {
 		return l.disable(projections.DisabledGone, "the receiver answered 410 Gone")
 	}
-	if l.failedTooLong() {
-		return l.disable(projections.DisabledFailing, fmt.Sprintf("every attempt failed for %s (delivery.disable_after)", l.dp.cfg.DisableAfter))
+	return l.disable(projections.DisabledFailing, fmt.Sprintf("every attempt failed for %s (delivery.disable_after)", l.dp.cfg.DisableAfter))
+}
+
+// flush starts the write of the outcomes recorded since the last one, with
+// the hourly counts and the failing mark.
+func (l *loop) flush() error {
+	w := l.unwritten
+	if len(w.outcomes) == 0 || l.ctx.Err() != nil {
+		return nil // nothing, or the webhook is gone: write nothing more
+	}
+	l.unwritten = write{}
+	hours, err := l.hourPuts()
+	if err != nil {
+		return err
+	}
+	puts := append(append(w.attempts, hours...), failingPut(l.t.ID, l.failing, l.failingVersion))
+	delFrom, delTo := l.hours.prune(l.t.ID)
+	return l.start(w, func() func() error {
+		return l.dp.store.startPutWith(l.t.ID, puts, delFrom, delTo, w.outcomes...)
+	})
+}
+
+// start starts a write, after waiting for the oldest one syncing if
+// maxWritesInFlight are.
+func (l *loop) start(w write, begin func() (wait func() error)) error {
+	if l.inflight == maxWritesInFlight {
+		if err := l.stored(<-l.written); err != nil {
+			return err
+		}
+	}
+	w.wait = begin()
+	l.inflight++
+	l.writes <- w
+	return nil
+}
+
+// awaitWrites waits for each write's fsync, oldest first, and hands the
+// write back to the loop. It ends when writes is closed.
+func (l *loop) awaitWrites() {
+	for w := range l.writes {
+		w.err = w.wait()
+		l.written <- w
+	}
+}
+
+// stored acts on a write that is now durable: its new deliveries are
+// ready to send, ended deliveries leave the pending set, failed attempts'
+// retries are scheduled. The outcomes gathered meanwhile are written next.
+func (l *loop) stored(w write) error {
+	l.inflight--
+	if w.err != nil {
+		return w.err
+	}
+	for _, d := range w.fresh {
+		l.ready = append(l.ready, d.ID)
+	}
+	for _, d := range w.outcomes {
+		if d.Status == StatusPending {
+			l.schedule(d) // its retry, now that its failed attempt is stored
+		} else {
+			delete(l.pending, d.ID)
+		}
 	}
 	return nil
+}
+
+// settle writes what is recorded and waits until every write is durable.
+func (l *loop) settle() error {
+	if err := l.flush(); err != nil {
+		return err
+	}
+	for l.inflight > 0 {
+		if err := l.stored(<-l.written); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endWrites stops awaitWrites once the writes it was given are durable
+// (or failed): a loop started after this one reads them from the store.
+func (l *loop) endWrites() {
+	close(l.writes)
+	for ; l.inflight > 0; l.inflight-- {
+		<-l.written
+	}
 }
 
 // apply updates the delivery an attempt was for, or returns nil when there

@@ -631,7 +631,7 @@ func TestRetentionPrunes(t *testing.T) {
 			ds = append(ds, &Delivery{ID: idFloor(PrefixDelivery, at.Add(time.Duration(i)*time.Millisecond))[:len(PrefixDelivery)+10] + fmt.Sprintf("%016d", i),
 				WebhookID: "wh_x", Status: StatusSucceeded, CreatedAt: at.Unix()})
 		}
-		if err := store.putWithCursor("wh_x", 1, ds); err != nil {
+		if err := store.startPutWithCursor("wh_x", 1, ds)(); err != nil {
 			t.Fatal(err)
 		}
 		cutoff := time.Now().Add(-24 * time.Hour)

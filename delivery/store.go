@@ -138,18 +138,29 @@ func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo [
 	return s.db.WriteSync(append(puts, extra...), delFrom, delTo)
 }
 
-// putWithCursor stores ds and moves the webhook's cursor to cursor in one
-// synced write: a crash leaves either both or neither.
-func (s deliveryStore) putWithCursor(wh string, cursor uint64, ds []*Delivery) error {
+// startPutWith is putWith that returns once the write is in the WAL,
+// with the wait for its fsync (eventlog.Store.StartWriteSync).
+func (s deliveryStore) startPutWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) (wait func() error) {
 	puts, err := encode(wh, ds)
 	if err != nil {
-		return err
+		return func() error { return err }
+	}
+	return s.db.StartWriteSync(append(puts, extra...), delFrom, delTo)
+}
+
+// startPutWithCursor stores ds and moves the webhook's cursor to cursor
+// in one synced write, a crash leaving either both or neither; it returns
+// once the write is in the WAL, with the wait for its fsync.
+func (s deliveryStore) startPutWithCursor(wh string, cursor uint64, ds []*Delivery) (wait func() error) {
+	puts, err := encode(wh, ds)
+	if err != nil {
+		return func() error { return err }
 	}
 	for _, d := range ds {
 		puts = append(puts, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
 	}
 	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
-	return s.db.WriteSync(puts, nil, nil)
+	return s.db.StartWriteSync(puts, nil, nil)
 }
 
 func encode(wh string, ds []*Delivery) ([]eventlog.Put, error) {

@@ -269,25 +269,56 @@ func (s *Store) AppendValue(dst, key []byte) ([]byte, bool, error) {
 // WriteSync writes puts and deletes the keys in [delFrom, delTo) in one
 // synced batch, outside the log. It is for bookkeeping keyspaces only.
 func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
-	b := s.db.NewBatch()
+	b, err := s.bookkeepingBatch(puts, delFrom, delTo)
+	if err != nil {
+		return err
+	}
 	defer b.Close()
+	return s.commitSync(b)
+}
+
+// StartWriteSync is WriteSync that returns as soon as the batch is in the
+// WAL, with the wait for its fsync, which must be called once. Writes
+// started one after another become durable in that order, and readers see
+// none of them before its wait returns; a caller can go on (and start more
+// writes) meanwhile, but must not act on the write until then.
+func (s *Store) StartWriteSync(puts []Put, delFrom, delTo []byte) (wait func() error) {
+	b, err := s.bookkeepingBatch(puts, delFrom, delTo)
+	if err != nil {
+		return func() error { return err }
+	}
+	syncWait := s.startSync(b)
+	return func() error {
+		defer b.Close()
+		return syncWait()
+	}
+}
+
+// bookkeepingBatch is a batch of puts and a range deletion, refused if any
+// of it touches the log's keyspace.
+func (s *Store) bookkeepingBatch(puts []Put, delFrom, delTo []byte) (*pebble.Batch, error) {
+	b := s.db.NewBatch()
 	for _, p := range puts {
 		if len(p.Key) == 0 || p.Key[0] == prefixLog {
-			return fmt.Errorf("write of %q: not a bookkeeping key", p.Key)
+			b.Close()
+			return nil, fmt.Errorf("write of %q: not a bookkeeping key", p.Key)
 		}
 		if err := b.Set(p.Key, p.Value, nil); err != nil {
-			return err
+			b.Close()
+			return nil, err
 		}
 	}
 	if delFrom != nil {
 		if delFrom[0] == prefixLog || delTo[0] == prefixLog {
-			return errors.New("delete range in the log keyspace")
+			b.Close()
+			return nil, errors.New("delete range in the log keyspace")
 		}
 		if err := b.DeleteRange(delFrom, delTo, nil); err != nil {
-			return err
+			b.Close()
+			return nil, err
 		}
 	}
-	return s.commitSync(b)
+	return b, nil
 }
 
 // WriteUnsynced writes puts to a bookkeeping keyspace without waiting for
@@ -296,16 +327,11 @@ func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
 // synced write makes every earlier write durable with it, the WAL being
 // one sequential file.
 func (s *Store) WriteUnsynced(puts []Put) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, p := range puts {
-		if len(p.Key) == 0 || p.Key[0] == prefixLog {
-			return fmt.Errorf("write of %q: not a bookkeeping key", p.Key)
-		}
-		if err := b.Set(p.Key, p.Value, nil); err != nil {
-			return err
-		}
+	b, err := s.bookkeepingBatch(puts, nil, nil)
+	if err != nil {
+		return err
 	}
+	defer b.Close()
 	s.fence.RLock()
 	defer s.fence.RUnlock()
 	return b.Commit(pebble.NoSync)
