@@ -3,9 +3,12 @@ package delivery
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"demosvc/projections"
@@ -30,7 +33,7 @@ const maxResponseBody = 64 << 10
 // to its webhook, bounded by delivery.timeout for the whole exchange. It
 // knows nothing of retries or storage.
 type sender struct {
-	client           *http.Client
+	transport        http.RoundTripper
 	clock            Clock // the webhook-timestamp header
 	timeout          time.Duration
 	standardWebhooks bool
@@ -64,16 +67,30 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r 
 		return r
 	}
 	r.detail.RequestHeaders = varying(req.Header)
-	resp, err := s.client.Do(req)
+	// The transport itself, not an http.Client: no redirect is followed,
+	// and nothing copies the headers for one. The error reads as a
+	// client's would, an HTTP answer to TLS named as http.Client names it.
+	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
-		r.err = err
+		var tlsErr tls.RecordHeaderError
+		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
+		}
+		r.err = &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
 		return r
 	}
 	r.detail.ResponseHeaders = flatten(resp.Header)
+	// The head is kept; the rest is read through io.Discard's pooled
+	// buffer, not a 32 KiB one of io.Copy's per attempt.
+	body := io.LimitReader(resp.Body, maxResponseBody)
 	var head bytes.Buffer
-	_, err = io.Copy(io.MultiWriter(&limitedBuffer{b: &head, n: maxKeptBody}, io.Discard), io.LimitReader(resp.Body, maxResponseBody))
+	if _, err = head.ReadFrom(io.LimitReader(body, maxKeptBody)); err == nil {
+		_, err = io.Copy(io.Discard, body)
+	}
 	resp.Body.Close()
-	r.detail.ResponseBody = head.Bytes()
+	if head.Len() > 0 {
+		r.detail.ResponseBody = head.Bytes()
+	}
 	r.status = resp.StatusCode
 	if err != nil && actx.Err() != nil {
 		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, actx.Err())

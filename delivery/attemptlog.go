@@ -1,10 +1,10 @@
 package delivery
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -90,9 +90,11 @@ var derived = []string{"Content-Type", "User-Agent", "X-Service-Event-Id", "X-Se
 // varying is h without the derived headers: what differs from one attempt
 // to the next (signatures, timestamp, attempt number).
 func varying(h http.Header) map[string]string {
-	out := flatten(h)
-	for _, k := range derived {
-		delete(out, k)
+	out := make(map[string]string, 4)
+	for k, vs := range h {
+		if k = http.CanonicalHeaderKey(k); !slices.Contains(derived, k) {
+			out[k] = strings.Join(vs, ", ")
+		}
 	}
 	return out
 }
@@ -110,20 +112,6 @@ func (a *Attempt) withDerived(d *Delivery, userAgent string) {
 		h["Webhook-Id"] = d.EventID
 	}
 	a.RequestHeaders = h
-}
-
-// limitedBuffer keeps the first n bytes written to it and takes the rest
-// without keeping it.
-type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 // DeliveryDetail is a delivery with every attempt kept of it.

@@ -17,12 +17,12 @@ import (
 // is not public and private networks are not allowed.
 var ErrRefusedAddress = errors.New("refused: not a public address")
 
-// newClient returns the HTTP client of deliveries. The SSRF guard checks
-// the address actually dialled, after name resolution, against
+// newTransport returns the HTTP transport of deliveries. The SSRF guard
+// checks the address actually dialled, after name resolution, against
 // netguard.Public, so a name that resolves to a private address is refused
-// as a literal one is at registration. Redirects
-// are not followed: a 3xx is a failed delivery.
-func newClient(allowPrivate bool, timeout time.Duration) *http.Client {
+// as a literal one is at registration. A round trip follows no redirect:
+// a 3xx is a failed delivery.
+func newTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		dialer.Control = func(network, address string, _ syscall.RawConn) error {
@@ -36,18 +36,15 @@ func newClient(allowPrivate bool, timeout time.Duration) *http.Client {
 			return nil
 		}
 	}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:       nil, // never through a proxy from the environment
-			DialContext: func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
-			// Many webhooks may share a host, each with up to
-			// delivery.concurrency attempts: keep their connections.
-			MaxIdleConnsPerHost:   1024,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   timeout,
-			ResponseHeaderTimeout: timeout,
-			ForceAttemptHTTP2:     true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	return &http.Transport{
+		Proxy:       nil, // never through a proxy from the environment
+		DialContext: func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
+		// Many webhooks may share a host, each with up to
+		// delivery.concurrency attempts: keep their connections.
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		ForceAttemptHTTP2:     true,
 	}
 }

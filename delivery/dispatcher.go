@@ -76,7 +76,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 		log: log, state: state, store: deliveryStore{log.Store()}, cfg: cfg, clock: cfg.Clock, logger: logger,
 		policy: retryPolicy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, factor: cfg.BackoffFactor,
 			timeout: cfg.Timeout, jitter: rand.Float64},
-		send: &sender{client: newClient(cfg.AllowPrivate, cfg.Timeout), clock: cfg.Clock, timeout: cfg.Timeout,
+		send: &sender{transport: newTransport(cfg.AllowPrivate, cfg.Timeout), clock: cfg.Clock, timeout: cfg.Timeout,
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
 		ids:     eventlog.NewIDs(cfg.Clock.Now),
 		loops:   map[string]*loop{},

@@ -42,16 +42,23 @@ func StandardSignature(secret, id string, timestamp int64, body []byte) (string,
 // until it switches, and webhook-signature carries both signatures, the
 // new one first, as Standard Webhooks allows.
 func setHeaders(h http.Header, secret, previous string, d *Delivery, attempt int, now int64, standard bool, userAgent string) error {
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", userAgent)
 	seedKey := secret
 	if previous != "" {
 		seedKey = previous
 	}
-	h.Set("X-Service-Signature", Signature(seedKey, d.Body))
-	h.Set("X-Service-Event-Id", d.EventID)
-	h.Set("X-Service-Webhook-Id", d.WebhookID)
-	h.Set("X-Service-Delivery-Attempt", strconv.Itoa(attempt))
+	// Canonical keys set directly, their values in one array: a delivery
+	// sends these on every attempt.
+	vals := make([]string, 0, 9)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set("Content-Type", "application/json")
+	set("User-Agent", userAgent)
+	set("X-Service-Signature", Signature(seedKey, d.Body))
+	set("X-Service-Event-Id", d.EventID)
+	set("X-Service-Webhook-Id", d.WebhookID)
+	set("X-Service-Delivery-Attempt", strconv.Itoa(attempt))
 	if standard {
 		sig, err := StandardSignature(secret, d.EventID, now, d.Body)
 		if err != nil {
@@ -64,9 +71,9 @@ func setHeaders(h http.Header, secret, previous string, d *Delivery, attempt int
 			}
 			sig += " " + old
 		}
-		h.Set("webhook-id", d.EventID)
-		h.Set("webhook-timestamp", strconv.FormatInt(now, 10))
-		h.Set("webhook-signature", sig)
+		set("Webhook-Id", d.EventID)
+		set("Webhook-Timestamp", strconv.FormatInt(now, 10))
+		set("Webhook-Signature", sig)
 	}
 	return nil
 }
