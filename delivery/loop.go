@@ -98,8 +98,10 @@ func (l *loop) run() error {
 		l.dp.metrics.setLag(l.t.ID, head-min(head, cursor))
 		paused := l.retry.paused(len(l.pending))
 		if head > cursor && !paused {
-			// One chunk at a time, then attempts: a backlog never keeps
-			// this webhook from sending.
+			// One chunk at a time, between attempts: a backlog never
+			// keeps this webhook from sending, nor its free slots idle
+			// while the chunk is built.
+			l.dispatch()
 			if cursor, err = l.collect(cursor, head); err != nil {
 				return err
 			}
