@@ -49,13 +49,18 @@ var replPosKey = []byte{prefixMeta, 'r', 'e', 'p', 'l', '_', 'p', 'o', 's'}
 
 // entry is what one Txn replicates: its records, as stored, and its
 // bookkeeping writes, so that a follower's store ends up as the writer's.
+// A follower applies them in this order, the order Log.WriteSync adds
+// them in.
 type entry struct {
 	Records [][]byte `msgpack:"r"`
 	Puts    [][]byte `msgpack:"p"` // key, value, key, value, …
 	Deletes [][]byte `msgpack:"d"`
+	Ranges  [][]byte `msgpack:"x,omitempty"` // from, to, from, to, …: range deletions
 }
 
-func (e *entry) empty() bool { return len(e.Records)+len(e.Puts)+len(e.Deletes) == 0 }
+func (e *entry) empty() bool {
+	return len(e.Records)+len(e.Puts)+len(e.Deletes)+len(e.Ranges) == 0
+}
 
 // loadReplPos reads the stored replicated-log position (0 when none).
 func (s *Store) loadReplPos() (uint64, error) {
@@ -101,8 +106,8 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
 	if err := msgpack.Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
 	}
-	if len(e.Puts)%2 != 0 {
-		return nil, fmt.Errorf("%w: entry %d: odd put list", ErrCorrupt, pos)
+	if len(e.Puts)%2 != 0 || len(e.Ranges)%2 != 0 {
+		return nil, fmt.Errorf("%w: entry %d: odd put or range list", ErrCorrupt, pos)
 	}
 	recs := make([]Record, len(e.Records))
 	next, hash := l.next, l.lastHash
@@ -146,6 +151,14 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
 			return nil, err
 		}
 	}
+	for i := 0; i < len(e.Ranges); i += 2 {
+		if err := checkRange(e.Ranges[i], e.Ranges[i+1]); err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
+		}
+		if err := b.DeleteRange(e.Ranges[i], e.Ranges[i+1], nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.Set(replPosKey, posValue(pos), nil); err != nil {
 		return nil, err
 	}
@@ -186,4 +199,43 @@ func (t *Txn) replicate() error {
 	}
 	t.pos = pos
 	return t.batch.Set(replPosKey, posValue(pos), nil)
+}
+
+// WriteSync writes bookkeeping puts and deletes the keys in [delFrom,
+// delTo) (none when delFrom is nil) in one durable write, as
+// Store.WriteSync does. On a cluster node it is an entry of the replicated
+// log, taken as a transaction is (only on the writer, else ErrNotWriter),
+// so that every node's store holds it: the webhooks' delivery state, which
+// a node that takes over delivering resumes from.
+func (l *Log) WriteSync(puts []Put, delFrom, delTo []byte) error {
+	if l.opts.Replicator == nil {
+		return l.db.WriteSync(puts, delFrom, delTo)
+	}
+	t, err := l.Begin()
+	if err != nil {
+		return err
+	}
+	if _, err := t.add(nil, puts); err != nil {
+		t.Abort()
+		return err
+	}
+	if delFrom != nil {
+		if err := t.DeleteRange(delFrom, delTo); err != nil {
+			t.Abort()
+			return err
+		}
+	}
+	return t.Commit()
+}
+
+// StartWriteSync is WriteSync that returns once the write is started,
+// with the wait for it to be durable (Store.StartWriteSync). On a cluster
+// node the append to the replicated log is not pipelined: the write is
+// durable when this returns, and wait only reports how it ended.
+func (l *Log) StartWriteSync(puts []Put, delFrom, delTo []byte) (wait func() error) {
+	if l.opts.Replicator == nil {
+		return l.db.StartWriteSync(puts, delFrom, delTo)
+	}
+	err := l.WriteSync(puts, delFrom, delTo)
+	return func() error { return err }
 }

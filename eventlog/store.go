@@ -309,9 +309,9 @@ func (s *Store) bookkeepingBatch(puts []Put, delFrom, delTo []byte) (*pebble.Bat
 		}
 	}
 	if delFrom != nil {
-		if delFrom[0] == prefixLog || delTo[0] == prefixLog {
+		if err := checkRange(delFrom, delTo); err != nil {
 			b.Close()
-			return nil, errors.New("delete range in the log keyspace")
+			return nil, err
 		}
 		if err := b.DeleteRange(delFrom, delTo, nil); err != nil {
 			b.Close()
@@ -319,6 +319,15 @@ func (s *Store) bookkeepingBatch(puts []Put, delFrom, delTo []byte) (*pebble.Bat
 		}
 	}
 	return b, nil
+}
+
+// checkRange refuses a range deletion [from, to) that reaches into the
+// log's keyspace.
+func checkRange(from, to []byte) error {
+	if bytes.Compare(from, []byte{prefixLog + 1}) < 0 && bytes.Compare(to, []byte{prefixLog}) > 0 {
+		return fmt.Errorf("delete range [%q, %q): in the log keyspace", from, to)
+	}
+	return nil
 }
 
 // WriteUnsynced writes puts to a bookkeeping keyspace without waiting for

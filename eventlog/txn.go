@@ -155,6 +155,22 @@ func (t *Txn) Delete(key []byte) error {
 	return nil
 }
 
+// DeleteRange queues the removal of the bookkeeping keys in [from, to)
+// for the commit. It refuses a range that reaches into the log's keyspace.
+func (t *Txn) DeleteRange(from, to []byte) error {
+	if err := checkRange(from, to); err != nil {
+		return err
+	}
+	if err := t.batch.DeleteRange(from, to, nil); err != nil {
+		return t.fail(err)
+	}
+	if t.l.opts.Replicator != nil {
+		t.entry.Ranges = append(t.entry.Ranges, from, to)
+	}
+	t.n++
+	return nil
+}
+
 // fail records an error that leaves the batch in an unknown state: the log
 // stops accepting writes, as after a failed commit.
 func (t *Txn) fail(err error) error { return t.l.fail(err) }
