@@ -197,3 +197,107 @@ func TestApplyEntryRefusesABrokenChain(t *testing.T) {
 		t.Fatal("the refused entry moved the head")
 	}
 }
+
+// The delivery state's writes go through the stream: the writer's reach
+// every node's store, range deletions included; a follower's are refused,
+// and so is a range deletion that reaches into the log.
+func TestStateWritesReachEveryNode(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if !a.node.IsWriter() {
+		t.Fatal("a did not take the free writer lease")
+	}
+	key := func(s string) []byte { return append([]byte{eventlog.KeyspaceDelivery}, s...) }
+	if err := a.log.WriteSync([]eventlog.Put{{Key: key("w1/a"), Value: []byte("1")}, {Key: key("w1/b"), Value: []byte("2")},
+		{Key: key("w2/a"), Value: []byte("3")}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.log.StartWriteSync([]eventlog.Put{{Key: key("w2/b"), Value: []byte("4")}}, key("w1/"), key("w10"))(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.log.WriteSync([]eventlog.Put{{Key: key("w3/a"), Value: []byte("5")}}, nil, nil); !errors.Is(err, eventlog.ErrNotWriter) {
+		t.Fatalf("a write on the follower: err %v, want ErrNotWriter", err)
+	}
+	pos := a.log.ReplPos()
+	if err := a.log.WriteSync(nil, []byte{eventlog.KeyspaceLog - 1}, []byte{eventlog.KeyspaceLog + 1}); err == nil {
+		t.Fatal("a range deletion over the log's keyspace was taken")
+	}
+	if a.log.ReplPos() != pos {
+		t.Fatal("the refused range deletion was appended")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.log.ReplPos() < pos {
+		if time.Now().After(deadline) {
+			t.Fatalf("b applied up to position %d of %d", b.log.ReplPos(), pos)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	for _, r := range []*replica{a, b} {
+		for k, want := range map[string]string{"w1/a": "", "w1/b": "", "w2/a": "3", "w2/b": "4", "w3/a": ""} {
+			v, ok, err := r.log.Store().Get(key(k))
+			if err != nil || string(v) != want || ok != (want != "") {
+				t.Errorf("%s: %s = %q (%v, %v), want %q", r.roles.Node, k, v, ok, err, want)
+			}
+		}
+	}
+}
+
+// Only the writer dispatches: a node that is not the writer leaves the
+// dispatcher lease alone, however free, and takes it once it writes.
+func TestOnlyTheWriterDispatches(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	// b is the writer, renewing its lease until told to stop.
+	b.node.keepWriter(ctx, b.roles)
+	if !b.node.IsWriter() {
+		t.Fatal("b did not take the free writer lease")
+	}
+	bctx, stopB := context.WithCancel(ctx)
+	bdone := make(chan struct{})
+	go func() {
+		defer close(bdone)
+		for bctx.Err() == nil {
+			b.node.keepWriter(bctx, b.roles)
+			select {
+			case <-bctx.Done():
+			case <-time.After(100 * time.Millisecond): // renewal pace
+			}
+		}
+	}()
+	dispatching := make(chan string, 4)
+	a.roles.Dispatch = func(dctx context.Context) {
+		dispatching <- a.roles.Node
+		<-dctx.Done()
+	}
+	actx, stopA := context.WithCancel(ctx)
+	adone := make(chan struct{})
+	go func() { defer close(adone); a.node.Run(actx, a.roles) }()
+	defer func() { stopA(); <-adone }()
+	// a has gone round its lease loop at least once when it has seen two
+	// of b's renewals; the dispatcher lease is free all along.
+	var seen []int64
+	deadline := time.Now().Add(20 * time.Second)
+	for len(seen) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a saw b's writer lease as %v", seen)
+		}
+		if v := a.node.writer.holder(); v.Node == "b" && (len(seen) == 0 || seen[len(seen)-1] != v.Expires) {
+			seen = append(seen, v.Expires)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	if a.node.IsDispatcher() || len(dispatching) > 0 {
+		t.Fatal("a follower took the dispatcher lease")
+	}
+	// b stops and gives its lease up: a writes, and dispatches.
+	stopB()
+	<-bdone
+	b.node.writer.release(ctx)
+	select {
+	case <-dispatching:
+		if !a.node.IsWriter() || !a.node.IsDispatcher() {
+			t.Fatalf("a dispatches; writer %v, dispatcher %v", a.node.IsWriter(), a.node.IsDispatcher())
+		}
+	case <-ctx.Done():
+		t.Fatal("a never dispatched after b stopped")
+	}
+}

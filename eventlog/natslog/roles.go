@@ -19,13 +19,22 @@ type Roles struct {
 	// Became runs once this node takes writes (it bootstraps an empty
 	// log).
 	Became func()
-	// Dispatch runs while this node holds the dispatcher lease; its ctx
-	// ends when the lease is lost or the node stops.
+	// Dispatch runs while this node holds the dispatcher lease, which only
+	// the writer takes; its ctx ends when either lease is lost or the node
+	// stops.
 	Dispatch func(ctx context.Context)
 }
 
 // Run keeps the leases, renewing each a few times per TTL, until ctx is
 // done; it then releases them, so another node need not wait them out.
+//
+// The dispatcher lease is taken only by the writer, and given up when it
+// steps down: the delivery state (cursors, deliveries, attempts) is
+// written through the replicated log, which only the writer appends to,
+// so every node holds it and the next writer resumes from it. The lease
+// keeps two nodes from sending at once across a handover: the new writer
+// starts dispatching once the old one released it or it ran out, and the
+// old one's writes are refused from the moment the new one's fence is in.
 func (n *Node) Run(ctx context.Context, r Roles) {
 	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
 	defer tick.Stop()
@@ -46,9 +55,13 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 	}()
 	for {
 		n.keepWriter(ctx, r)
-		held, err := n.dispatcher.try(ctx, r.Node, r.Addr)
-		if err != nil && ctx.Err() == nil {
-			n.logger.Warn("dispatcher lease", "err", err)
+		held := false
+		if n.writable.Load() {
+			var err error
+			held, err = n.dispatcher.try(ctx, r.Node, r.Addr)
+			if err != nil && ctx.Err() == nil {
+				n.logger.Warn("dispatcher lease", "err", err)
+			}
 		}
 		switch {
 		case held && d.stop == nil && r.Dispatch != nil:
@@ -58,10 +71,15 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 			n.logger.Info("dispatching webhooks: this node holds the dispatcher lease")
 			go func(done chan struct{}) { defer close(done); r.Dispatch(dctx) }(d.done)
 		case !held && d.stop != nil:
-			n.logger.Info("stopped dispatching webhooks: the dispatcher lease is lost")
+			n.logger.Info("stopped dispatching webhooks: the writer or dispatcher lease is lost")
 			d.stop()
 			<-d.done
 			d.stop = nil
+		}
+		if !held {
+			// Not the writer any more (or never was): the next one need
+			// not wait for this lease to run out.
+			n.dispatcher.release(ctx)
 		}
 		select {
 		case <-ctx.Done():
