@@ -73,7 +73,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 		cfg.Clock = SystemClock{}
 	}
 	return &Dispatcher{
-		log: log, state: state, store: deliveryStore{log.Store()}, cfg: cfg, clock: cfg.Clock, logger: logger,
+		log: log, state: state, store: deliveryStore{db: log.Store(), w: log}, cfg: cfg, clock: cfg.Clock, logger: logger,
 		policy: retryPolicy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, factor: cfg.BackoffFactor,
 			timeout: cfg.Timeout, jitter: rand.Float64},
 		send: &sender{transport: newTransport(cfg.AllowPrivate, cfg.Timeout), clock: cfg.Clock, timeout: cfg.Timeout,
@@ -167,7 +167,14 @@ func (dp *Dispatcher) reconcile() {
 			// end deliveries for good. l.ctx says nothing here: run
 			// cancels it on the way out, to end its attempts.
 			if err != nil && !errors.Is(err, context.Canceled) {
-				dp.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
+				if errors.Is(err, eventlog.ErrNotWriter) || errors.Is(err, eventlog.ErrStale) {
+					// A cluster node that stepped down as the writer: its
+					// dispatching ends with it, and the next writer's
+					// takes over from the state written so far.
+					dp.logger.Info("delivery loop stopped: this node no longer writes", "webhook_id", t.ID, "err", err)
+				} else {
+					dp.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
+				}
 				dp.mu.Lock()
 				if dp.loops[t.ID] == l {
 					delete(dp.loops, t.ID)

@@ -199,8 +199,14 @@ func (l *loop) loadState() (uint64, error) {
 	return cursor, err
 }
 
-// maxCollect bounds the records one step of a loop reads.
-const maxCollect = 512
+// maxCollect bounds the records one step of a loop reads, and
+// maxCollectBytes the bodies of the deliveries it stores: on a cluster
+// node a step's write is one entry of the replicated log, and NATS bounds
+// a message (1 MiB on a server with the default max_payload).
+const (
+	maxCollect      = 512
+	maxCollectBytes = 512 << 10
+)
 
 // collect turns the records after cursor into pending deliveries and
 // starts their write with the new cursor, one synced batch; they are sent
@@ -215,7 +221,12 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	if cur, ok := l.current(); ok {
 		t = cur
 	}
+	size := 0
 	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
+		if size >= maxCollectBytes {
+			to = rec.Seq - 1 // the next step starts at rec
+			return errStop
+		}
 		if rec.Account != l.t.Account {
 			return nil
 		}
@@ -226,10 +237,11 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		d, ok, err := l.newDelivery(rec, t, now)
 		if ok {
 			fresh = append(fresh, d)
+			size += len(d.Body)
 		}
 		return err
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errStop) {
 		return cursor, err
 	}
 	if len(requests) > 0 {

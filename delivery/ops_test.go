@@ -624,7 +624,7 @@ func TestRetentionPrunes(t *testing.T) {
 
 	t.Run("one step removes at most pruneBatch", func(t *testing.T) {
 		w := openWorld(t, "")
-		store := deliveryStore{w.store}
+		store := deliveryStore{db: w.store, w: w.log}
 		at := time.Now().Add(-48 * time.Hour)
 		var ds []*Delivery
 		for i := range pruneBatch + 44 {

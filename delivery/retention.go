@@ -73,16 +73,16 @@ func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id strin
 		}
 		return append(append(webhookPrefix(wh), space), firstKept...)
 	}
-	if err := s.db.WriteSync(nil, append(webhookPrefix(wh), 'a'), end('a')); err != nil {
+	if err := s.w.WriteSync(nil, append(webhookPrefix(wh), 'a'), end('a')); err != nil {
 		return false, err
 	}
 	// The event index (outcomes.go) up to the removed deliveries' events:
 	// a replayed delivery of an older event, younger than these, loses its
 	// place on the session timeline, not its delivery.
-	if err := s.db.WriteSync(nil, append(webhookPrefix(wh), 's'), eventIndexKey(wh, lastSeq+1, "")); err != nil {
+	if err := s.w.WriteSync(nil, append(webhookPrefix(wh), 's'), eventIndexKey(wh, lastSeq+1, "")); err != nil {
 		return false, err
 	}
-	if err := s.db.WriteSync(nil, prefix, end('r')); err != nil {
+	if err := s.w.WriteSync(nil, prefix, end('r')); err != nil {
 		return false, err
 	}
 	return n == pruneBatch, nil

@@ -53,7 +53,17 @@ func deliveryKey(wh, id string) []byte { return append(deliveryPrefix(wh), id...
 // keyspace, outside the log: its cursor (the last seq read) and its
 // deliveries (the attempt log). Every write is one synced batch.
 type deliveryStore struct {
-	db *eventlog.Store
+	db *eventlog.Store // reads
+	w  stateWriter     // writes
+}
+
+// stateWriter makes the delivery state's writes durable: the log
+// (eventlog.Log.WriteSync), which on a single node writes to its store
+// and on a cluster node appends them to the replicated log, so that every
+// node holds the cursors and attempt log a new dispatcher resumes from.
+type stateWriter interface {
+	WriteSync(puts []eventlog.Put, delFrom, delTo []byte) error
+	StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) (wait func() error)
 }
 
 // cursor returns the webhook's stored cursor, if it has one.
@@ -135,17 +145,17 @@ func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo [
 	if err != nil {
 		return err
 	}
-	return s.db.WriteSync(append(puts, extra...), delFrom, delTo)
+	return s.w.WriteSync(append(puts, extra...), delFrom, delTo)
 }
 
 // startPutWith is putWith that returns once the write is in the WAL,
-// with the wait for its fsync (eventlog.Store.StartWriteSync).
+// with the wait for its fsync (eventlog.Log.StartWriteSync).
 func (s deliveryStore) startPutWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) (wait func() error) {
 	puts, err := encode(wh, ds)
 	if err != nil {
 		return func() error { return err }
 	}
-	return s.db.StartWriteSync(append(puts, extra...), delFrom, delTo)
+	return s.w.StartWriteSync(append(puts, extra...), delFrom, delTo)
 }
 
 // startPutWithCursor stores ds and moves the webhook's cursor to cursor
@@ -160,7 +170,7 @@ func (s deliveryStore) startPutWithCursor(wh string, cursor uint64, ds []*Delive
 		puts = append(puts, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
 	}
 	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
-	return s.db.StartWriteSync(puts, nil, nil)
+	return s.w.StartWriteSync(puts, nil, nil)
 }
 
 func encode(wh string, ds []*Delivery) ([]eventlog.Put, error) {
@@ -180,7 +190,7 @@ func (s deliveryStore) forget(wh string) error {
 	p := webhookPrefix(wh)
 	end := append([]byte(nil), p...)
 	end[len(end)-1]++
-	return s.db.WriteSync(nil, p, end)
+	return s.w.WriteSync(nil, p, end)
 }
 
 // StartAt sets the cursor of each webhook to seq, in one synced write, so
