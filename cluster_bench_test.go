@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -153,5 +154,45 @@ func BenchmarkClusterFailover(b *testing.B) {
 		b.ReportMetric(float64(times[len(times)/2].Milliseconds()), "median_failover_ms")
 		b.ReportMetric(float64(times[len(times)-1].Milliseconds()), "max_failover_ms")
 		b.ReportMetric(float64(times[len(times)/2])/float64(ttl), "median/lease_ttl")
+	}
+}
+
+// BenchmarkClusterDeliveries: the same load as BenchmarkClusterWrites
+// with one webhook on contact.created (a receiver on 127.0.0.1), on a
+// single node and on a three-node cluster in one run: writes/s while
+// delivering, and deliveries/s from the first write to the last delivery
+// received. On a cluster every step of the webhook's loop (new deliveries
+// with the cursor, or a batch of outcomes) is an append to the stream,
+// serialized with the API's writes on the writer.
+func BenchmarkClusterDeliveries(b *testing.B) {
+	total := 2000
+	if smallBench() {
+		total = 200
+	}
+	for range b.N {
+		var writes, deliveries [2]float64
+		for i, clustered := range []bool{false, true} {
+			c := startProcs(b, map[bool]int{false: 1, true: 3}[clustered], clustered)
+			agent := benchAgent(b, c)
+			hook := &receiver{}
+			srv := httptest.NewServer(hook)
+			status, body, _, err := c.do(0, http.MethodPost, "/v1/webhooks", `{"url":"`+srv.URL+`/hook","events":["contact.created"]}`)
+			if err != nil || status != http.StatusCreated {
+				b.Fatalf("webhook: %d %s %v", status, body, err)
+			}
+			start := time.Now()
+			writes[i], _ = loadWrites(b, c, agent, total)
+			c.poll("every contact delivered", 5*time.Minute, func() bool { return hook.count() >= total })
+			deliveries[i] = float64(total) / time.Since(start).Seconds()
+			for n := range c.nodes {
+				c.kill(n)
+			}
+			srv.Close()
+		}
+		b.ReportMetric(writes[0], "single_writes/s")
+		b.ReportMetric(writes[1], "cluster_writes/s")
+		b.ReportMetric(deliveries[0], "single_deliveries/s")
+		b.ReportMetric(deliveries[1], "cluster_deliveries/s")
+		b.ReportMetric(deliveries[1]/deliveries[0], "cluster/single_deliveries")
 	}
 }

@@ -301,6 +301,12 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 }
 
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bodies)
+}
+
 func (r *receiver) all() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
