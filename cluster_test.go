@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -683,4 +685,42 @@ func TestClusterStaleWriter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// With cluster.tls_*, the nodes' routes are mutual TLS: the cluster forms,
+// elects a writer and takes a write through a follower, and a node's route
+// listener speaks TLS with the configured certificate.
+func TestClusterOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")
+	writeCert(t, cert, key, 1)
+	c := newProcCluster(t, "DEMOSVC_CLUSTER_TLS_CERT_FILE="+cert, "DEMOSVC_CLUSTER_TLS_KEY_FILE="+key,
+		"DEMOSVC_CLUSTER_TLS_CA_FILE="+cert)
+	w := c.waitHolder("writer", -1)
+	var status int
+	var body []byte
+	var hdr http.Header
+	var err error
+	c.poll("a write through a follower", 60*time.Second, func() bool {
+		status, body, hdr, err = c.do((w+1)%3, http.MethodPost, "/v1/agents", `{"name":"A","sandbox_url":"https://sandbox.example.com/a"}`)
+		return err != nil || status != http.StatusServiceUnavailable
+	})
+	if err != nil || status != http.StatusCreated {
+		t.Fatalf("a write through a follower: %d %s %v", status, body, err)
+	}
+	if status, body, _, _ := c.do((w+2)%3, http.MethodGet, "/v1/agents", "", "X-Min-Seq", hdr.Get("X-Seq")); status != http.StatusOK {
+		t.Fatalf("the agent on the third node: %d %s", status, body)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(pair.Leaf)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", c.nodes[w].route,
+		&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("a TLS handshake with the writer's route listener: %v", err)
+	}
+	conn.Close()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"sync"
@@ -23,17 +24,27 @@ func openCluster(ctx context.Context, cfg *config.Config, logger *slog.Logger) (
 	}
 	ncfg := natslog.Config{NATSURL: cfg.Cluster.NATSURL, Replicas: cfg.Cluster.Replicas,
 		LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger}
-	if cfg.Cluster.NATSURL == "" {
+	var tlsCfg *tls.Config // cluster.tls_*: the embedded server's routes, or the connection to cluster.nats_url
+	if cfg.Cluster.TLSCertFile != "" {
+		var err error
+		if tlsCfg, err = natslog.RouteTLS(cfg.Cluster.TLSCertFile, cfg.Cluster.TLSKeyFile, cfg.Cluster.TLSCAFile); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Cluster.NATSURL != "" {
+		ncfg.TLS = tlsCfg
+	} else {
 		routes, err := cfg.ClusterRoutes()
 		if err != nil {
 			return nil, err
 		}
 		ncfg.Server = &natslog.ServerConfig{Cluster: cfg.Cluster.Name, Node: cfg.Cluster.NodeName,
 			Listen: cfg.Cluster.Listen, Routes: routes, ClientListen: cfg.Cluster.ClientListen,
-			DataDir: cfg.DataDir, Logger: logger}
+			DataDir: cfg.DataDir, RouteTLS: tlsCfg, Logger: logger}
 	}
 	logger.Info("joining the cluster", "cluster", cfg.Cluster.Name, "node", cfg.Cluster.NodeName,
-		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", cfg.Cluster.NATSURL)
+		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", cfg.Cluster.NATSURL,
+		"tls", tlsCfg != nil)
 	return natslog.Open(ctx, ncfg)
 }
 

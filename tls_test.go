@@ -24,7 +24,8 @@ import (
 )
 
 // writeCert makes a self-signed certificate for 127.0.0.1 with the given
-// serial and writes it and its key as PEM.
+// serial and writes it and its key as PEM. It is good for server and
+// client use, and as its own CA: the nodes of a test cluster share one.
 func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -35,7 +36,7 @@ func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certi
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "demosvc test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -96,6 +96,10 @@ type Config struct {
 		Replicas     int           // cluster.replicas: copies of the log stream
 		LeaseTTL     time.Duration // cluster.lease_ttl
 		ReadWait     time.Duration // cluster.read_wait: the longest X-Min-Seq wait
+		// Mutual TLS on the embedded NATS server's routes, or on the
+		// connection to cluster.nats_url: all three or none
+		// (cluster.tls_cert_file, cluster.tls_key_file, cluster.tls_ca_file).
+		TLSCertFile, TLSKeyFile, TLSCAFile string
 	}
 
 	// Testing is for deterministic golden tests only.

@@ -64,6 +64,9 @@ var samples = map[string]string{
 	"cluster.replicas":                "3",
 	"cluster.lease_ttl":               "5s",
 	"cluster.read_wait":               "2s",
+	"cluster.tls_cert_file":           "/etc/demosvc/n1.crt",
+	"cluster.tls_key_file":            "/etc/demosvc/n1.key",
+	"cluster.tls_ca_file":             "/etc/demosvc/ca.crt",
 	"dashboard.enabled":               "false",
 	"dashboard.secure_cookies":        "true",
 	"dashboard.session_idle":          "30m",
@@ -144,6 +147,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"cluster.enabled": "false", "cluster.name": "demosvc", "cluster.node_name": "",
 		"cluster.listen": "127.0.0.1:6222", "cluster.routes": "", "cluster.client_listen": "127.0.0.1:4222",
 		"cluster.nats_url": "", "cluster.replicas": "3", "cluster.lease_ttl": "10s", "cluster.read_wait": "5s",
+		"cluster.tls_cert_file": "", "cluster.tls_key_file": "", "cluster.tls_ca_file": "",
 	}
 	keys := Keys()
 	if !slices.IsSortedFunc(keys, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) }) {
@@ -591,7 +595,8 @@ func TestTLSFilesGoTogetherAndProxiesParse(t *testing.T) {
 }
 
 // A cluster node needs a name, and a replicated stream needs other nodes
-// to reach; a single node needs neither.
+// to reach; a single node needs neither. Route TLS takes its three files
+// together.
 func TestClusterKeysTogether(t *testing.T) {
 	for _, tt := range []struct {
 		flags map[string]string
@@ -604,6 +609,11 @@ func TestClusterKeysTogether(t *testing.T) {
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223"}, ""},
 		{map[string]string{"cluster.node_name": "n1"}, ""},
+		// TLS to the other nodes or to NATS: all three files or none.
+		{map[string]string{"cluster.tls_cert_file": "n1.crt", "cluster.tls_key_file": "n1.key"}, "set all three or none"},
+		{map[string]string{"cluster.tls_ca_file": "ca.crt"}, "set all three or none"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223",
+			"cluster.tls_cert_file": "n1.crt", "cluster.tls_key_file": "n1.key", "cluster.tls_ca_file": "ca.crt"}, ""},
 	} {
 		_, err := Load(Sources{Flags: tt.flags})
 		if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {

@@ -122,6 +122,12 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Cluster.LeaseTTL }, func(c *Config) error { return atLeast(c.Cluster.LeaseTTL, time.Second) }},
 	{"cluster.read_wait", "how long a request with X-Min-Seq waits for this node to apply that seq",
 		func(c *Config) any { return &c.Cluster.ReadWait }, func(c *Config) error { return positive(c.Cluster.ReadWait) }},
+	{"cluster.tls_cert_file", "this node's certificate (PEM): with cluster.tls_key_file and cluster.tls_ca_file, the routes between the nodes' NATS servers, or the connection to cluster.nats_url, use mutual TLS (empty = plain TCP)",
+		func(c *Config) any { return &c.Cluster.TLSCertFile }, nil},
+	{"cluster.tls_key_file", "the private key (PEM) of cluster.tls_cert_file",
+		func(c *Config) any { return &c.Cluster.TLSKeyFile }, nil},
+	{"cluster.tls_ca_file", "CA certificates (PEM) a peer's certificate (another node's, or the NATS servers') must chain to",
+		func(c *Config) any { return &c.Cluster.TLSCAFile }, nil},
 	{"testing.clock", "fixed RFC 3339 time for deterministic tests (empty = real clock)",
 		func(c *Config) any { return &c.Testing.Clock }, func(c *Config) error { return rfc3339(c.Testing.Clock) }},
 	{"testing.seed", "random seed for deterministic tests (0 = random)",
@@ -248,6 +254,9 @@ func (c *Config) checkTogether() error {
 		// Webhook secrets are sealed by the writer and opened by the
 		// dispatcher: a key made per data dir would differ per node.
 		return errors.New("config: cluster.enabled needs secrets.master_key, the same on every node")
+	}
+	if set := btoi(c.Cluster.TLSCertFile != "") + btoi(c.Cluster.TLSKeyFile != "") + btoi(c.Cluster.TLSCAFile != ""); set != 0 && set != 3 {
+		return errors.New("config: cluster.tls_cert_file, cluster.tls_key_file and cluster.tls_ca_file go together: set all three or none")
 	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
 		routes, _ := c.ClusterRoutes()
@@ -394,4 +403,11 @@ func rfc3339(v string) error {
 		return fmt.Errorf("invalid RFC 3339 time %q", v)
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -9,6 +9,18 @@ import (
 	"time"
 )
 
+// waitUntil polls cond until it holds, failing the test after limit.
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
 // freeAddr returns a loopback address nobody listens on at the moment.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -69,16 +81,7 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 			}
 		}
 	}
-	poll := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 60s", what)
-			}
-			time.Sleep(50 * time.Millisecond) // polling interval
-		}
-	}
+	poll := func(what string, cond func() bool) { t.Helper(); waitUntil(t, 60*time.Second, what, cond) }
 	open(0, 1, 2)
 	appended := 0
 	poll("five entries appended", func() bool {

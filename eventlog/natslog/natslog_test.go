@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -225,13 +226,7 @@ func TestStateWritesReachEveryNode(t *testing.T) {
 	if a.log.ReplPos() != pos {
 		t.Fatal("the refused range deletion was appended")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for b.log.ReplPos() < pos {
-		if time.Now().After(deadline) {
-			t.Fatalf("b applied up to position %d of %d", b.log.ReplPos(), pos)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	waitUntil(t, 10*time.Second, fmt.Sprintf("b applying up to position %d", pos), func() bool { return b.log.ReplPos() >= pos })
 	for _, r := range []*replica{a, b} {
 		for k, want := range map[string]string{"w1/a": "", "w1/b": "", "w2/a": "3", "w2/b": "4", "w3/a": ""} {
 			v, ok, err := r.log.Store().Get(key(k))

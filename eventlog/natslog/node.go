@@ -2,6 +2,7 @@ package natslog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,7 +28,11 @@ type Config struct {
 	Server *ServerConfig // the embedded server; nil with NATSURL
 	// NATSURL connects to an external NATS cluster instead of running a
 	// server in the process.
-	NATSURL  string
+	NATSURL string
+	// TLS, with NATSURL, is the connection's mutual TLS (RouteTLS builds
+	// it from cluster.tls_*): this node's certificate, and the CA the
+	// servers' must chain to.
+	TLS      *tls.Config
 	Replicas int           // the stream's and the lease bucket's replicas (3 in a three-node cluster)
 	LeaseTTL time.Duration // how long a lease lasts without renewal
 	Logger   *slog.Logger
@@ -77,7 +82,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.nc, err = nats.Connect("", nats.InProcessServer(n.srv), nats.Name("demosvc"), nats.MaxReconnects(-1))
 	} else {
-		n.nc, err = nats.Connect(cfg.NATSURL, nats.Name("demosvc"), nats.MaxReconnects(-1))
+		opts := []nats.Option{nats.Name("demosvc"), nats.MaxReconnects(-1)}
+		if cfg.TLS != nil {
+			opts = append(opts, nats.Secure(cfg.TLS))
+		}
+		n.nc, err = nats.Connect(cfg.NATSURL, opts...)
 	}
 	if err != nil {
 		n.Close()

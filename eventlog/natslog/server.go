@@ -8,11 +8,14 @@
 package natslog
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,7 +40,33 @@ type ServerConfig struct {
 	Routes       []string // host:port of every node's route listener (this one may be among them)
 	ClientListen string   // host:port for NATS clients (this node's own connection is in-process)
 	DataDir      string   // the node's data dir; JetStream files go under ServerDir in it
-	Logger       *slog.Logger
+	// RouteTLS, if set, makes every route mutual TLS (RouteTLS builds it
+	// from cluster.tls_*): a node accepts a route only from a peer whose
+	// certificate chains to the CA, and dials only peers whose certificate
+	// does and names the address it dialled.
+	RouteTLS *tls.Config
+	Logger   *slog.Logger
+}
+
+// RouteTLS returns the mutual TLS configuration of the embedded server's
+// routes, or of the connection to an external NATS cluster: this node's
+// certificate and key, and the CA certificates a peer's must chain to, as
+// server and as client.
+func RouteTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.tls_cert_file, cluster.tls_key_file: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.tls_ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("cluster.tls_ca_file: %s holds no PEM certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
 }
 
 // StartServer starts the embedded nats-server and waits until it takes
@@ -72,6 +101,9 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		// Without routes the server runs JetStream on its own: a cluster
 		// of one (replicas 1), for trying things out; it cannot grow later.
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
+		if cfg.RouteTLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = cfg.RouteTLS, 5 // seconds
+		}
 		opts.Routes = routes
 	}
 	srv, err := server.NewServer(opts)
