@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,10 +60,9 @@ func TestCollectBoundsAStepsBodies(t *testing.T) {
 	head := w.log.DurableSeq()
 	seen := map[uint64]bool{}
 	largest := 0
-	for steps := 0; cursor < head; steps++ {
-		if steps > 2*int(head) {
-			t.Fatalf("no progress past %d of %d", cursor, head)
-		}
+	// step runs one step of the loop and returns the deliveries it stored.
+	step := func() []*Delivery {
+		t.Helper()
 		next, err := l.collect(cursor, head)
 		if err != nil {
 			t.Fatal(err)
@@ -70,36 +70,72 @@ func TestCollectBoundsAStepsBodies(t *testing.T) {
 		if next <= cursor {
 			t.Fatalf("a step from %d went to %d", cursor, next)
 		}
+		defer func() { cursor = next }()
 		if len(l.writes) == 0 {
-			cursor = next // nothing to send in these records
-			continue
+			return nil // nothing to send in these records
 		}
 		wr := <-l.writes
 		l.inflight--
 		if err := wr.wait(); err != nil {
 			t.Fatal(err)
 		}
+		if stored, ok, err := l.dp.store.cursor(wh.ID); err != nil || !ok || stored != next {
+			t.Errorf("stored cursor %d (%v, %v), want %d", stored, ok, err, next)
+		}
+		clear(l.pending)
+		return wr.fresh
+	}
+	for steps := 0; cursor < head; steps++ {
+		if steps > 2*int(head) {
+			t.Fatalf("no progress past %d of %d", cursor, head)
+		}
+		from := cursor
+		fresh := step()
 		size, body := 0, 0
-		for _, d := range wr.fresh {
-			if d.Seq <= cursor || d.Seq > next || seen[d.Seq] {
-				t.Errorf("a step from %d to %d stored seq %d (seen before: %v)", cursor, next, d.Seq, seen[d.Seq])
+		for _, d := range fresh {
+			if d.Seq <= from || d.Seq > cursor || seen[d.Seq] {
+				t.Errorf("a step from %d to %d stored seq %d (seen before: %v)", from, cursor, d.Seq, seen[d.Seq])
 			}
 			seen[d.Seq] = true
 			size += len(d.Body)
 			body = max(body, len(d.Body))
 		}
 		if size > maxCollectBytes+body {
-			t.Errorf("a step from %d to %d stored %d bytes of bodies (bound %d)", cursor, next, size, maxCollectBytes)
+			t.Errorf("a step from %d to %d stored %d bytes of bodies (bound %d)", from, cursor, size, maxCollectBytes)
 		}
 		largest = max(largest, size)
-		if stored, ok, err := l.dp.store.cursor(wh.ID); err != nil || !ok || stored != next {
-			t.Errorf("stored cursor %d (%v, %v), want %d", stored, ok, err, next)
-		}
-		clear(l.pending)
-		cursor = next
 	}
 	if len(seen) != n {
 		t.Errorf("%d of %d demo.completed events stored as deliveries", len(seen), n)
 	}
 	t.Logf("largest step: %d bytes of bodies", largest)
+
+	// Two replays of 300 events each, then a new event: each request is
+	// a step of its own, whatever its bodies weigh, and so is the event.
+	var seqs []uint64
+	for seq := range seen {
+		seqs = append(seqs, seq)
+	}
+	for _, part := range [][]uint64{seqs[:300], seqs[100:]} {
+		if _, err := w.state.RequestRedelivery(t.Context(), w.pr, wh.ID, projections.RedeliverReplay, nil, part,
+			projections.RedeliveryAnswer{Queued: len(part)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := w.startSession(agent, "pat@example.com")
+	if _, err := w.state.CompleteSession(t.Context(), w.pr, last.ID, projections.Figures{IntentScore: ptr(50),
+		Signals: &projections.Signals{Interest: 50, Objections: 10, BuyingSignals: 40}, DurationSeconds: ptr(600),
+		ReplayURL: ptr(replay)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	head = w.log.DurableSeq()
+	var sizes []int
+	for cursor < head {
+		if fresh := step(); len(fresh) > 0 {
+			sizes = append(sizes, len(fresh))
+		}
+	}
+	if want := []int{300, 300, 1}; !slices.Equal(sizes, want) {
+		t.Errorf("steps stored %v deliveries, want %v", sizes, want)
+	}
 }

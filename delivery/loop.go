@@ -200,9 +200,10 @@ func (l *loop) loadState() (uint64, error) {
 }
 
 // maxCollect bounds the records one step of a loop reads, and
-// maxCollectBytes the bodies of the deliveries it stores: on a cluster
+// maxCollectBytes the bodies of the new deliveries it stores: on a cluster
 // node a step's write is one entry of the replicated log, and NATS bounds
-// a message (1 MiB on a server with the default max_payload).
+// a message. A recover or replay request (at most
+// projections.MaxRedelivery deliveries) is a step of its own.
 const (
 	maxCollect      = 512
 	maxCollectBytes = 512 << 10
@@ -223,7 +224,7 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	}
 	size := 0
 	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
-		if size >= maxCollectBytes {
+		if size >= maxCollectBytes || len(requests) > 0 {
 			to = rec.Seq - 1 // the next step starts at rec
 			return errStop
 		}
@@ -231,6 +232,10 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 			return nil
 		}
 		if req, ok := l.dp.state.Redelivery(rec, l.t.ID); ok {
+			if len(fresh) > 0 {
+				to = rec.Seq - 1 // the request's deliveries are a write of their own
+				return errStop
+			}
 			requests = append(requests, req) // carried out after this read
 			return nil
 		}
