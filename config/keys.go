@@ -255,7 +255,7 @@ func (c *Config) checkTogether() error {
 		// dispatcher: a key made per data dir would differ per node.
 		return errors.New("config: cluster.enabled needs secrets.master_key, the same on every node")
 	}
-	if set := btoi(c.Cluster.TLSCertFile != "") + btoi(c.Cluster.TLSKeyFile != "") + btoi(c.Cluster.TLSCAFile != ""); set != 0 && set != 3 {
+	if tls := c.Cluster.TLSCertFile != ""; tls != (c.Cluster.TLSKeyFile != "") || tls != (c.Cluster.TLSCAFile != "") {
 		return errors.New("config: cluster.tls_cert_file, cluster.tls_key_file and cluster.tls_ca_file go together: set all three or none")
 	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
@@ -403,11 +403,4 @@ func rfc3339(v string) error {
 		return fmt.Errorf("invalid RFC 3339 time %q", v)
 	}
 	return nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

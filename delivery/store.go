@@ -141,11 +141,7 @@ func (s deliveryStore) put(wh string, ds ...*Delivery) error {
 // putWith stores ds and extra, and deletes the keys in [delFrom, delTo),
 // in one synced write.
 func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) error {
-	puts, err := encode(wh, ds)
-	if err != nil {
-		return err
-	}
-	return s.w.WriteSync(append(puts, extra...), delFrom, delTo)
+	return s.startPutWith(wh, extra, delFrom, delTo, ds...)()
 }
 
 // startPutWith is putWith that returns once the write is in the WAL,
@@ -158,19 +154,16 @@ func (s deliveryStore) startPutWith(wh string, extra []eventlog.Put, delFrom, de
 	return s.w.StartWriteSync(append(puts, extra...), delFrom, delTo)
 }
 
-// startPutWithCursor stores ds and moves the webhook's cursor to cursor
-// in one synced write, a crash leaving either both or neither; it returns
-// once the write is in the WAL, with the wait for its fsync.
+// startPutWithCursor stores ds, their event index and the webhook's cursor
+// moved to cursor in one synced write, a crash leaving either all or none;
+// it returns once the write is in the WAL, with the wait for its fsync.
 func (s deliveryStore) startPutWithCursor(wh string, cursor uint64, ds []*Delivery) (wait func() error) {
-	puts, err := encode(wh, ds)
-	if err != nil {
-		return func() error { return err }
-	}
+	extra := make([]eventlog.Put, 0, len(ds)+1)
 	for _, d := range ds {
-		puts = append(puts, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
+		extra = append(extra, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
 	}
-	puts = append(puts, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
-	return s.w.StartWriteSync(puts, nil, nil)
+	extra = append(extra, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
+	return s.startPutWith(wh, extra, nil, nil, ds...)
 }
 
 func encode(wh string, ds []*Delivery) ([]eventlog.Put, error) {

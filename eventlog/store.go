@@ -269,12 +269,7 @@ func (s *Store) AppendValue(dst, key []byte) ([]byte, bool, error) {
 // WriteSync writes puts and deletes the keys in [delFrom, delTo) in one
 // synced batch, outside the log. It is for bookkeeping keyspaces only.
 func (s *Store) WriteSync(puts []Put, delFrom, delTo []byte) error {
-	b, err := s.bookkeepingBatch(puts, delFrom, delTo)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return s.commitSync(b)
+	return s.StartWriteSync(puts, delFrom, delTo)()
 }
 
 // StartWriteSync is WriteSync that returns as soon as the batch is in the
