@@ -62,6 +62,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r 
 		return r
 	}
 	current, previous := t.Signing(now)
+	req.Header = make(http.Header, 12) // what setHeaders sets, without growing
 	if err := setHeaders(req.Header, current, previous, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent); err != nil {
 		r.err = err
 		return r

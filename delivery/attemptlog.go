@@ -10,8 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"demosvc/eventlog"
 )
 
 // maxKeptBody is what the attempt detail keeps of a receiver's answer.
@@ -41,8 +39,9 @@ func attemptPrefix(wh, id string) []byte {
 	return append(append(webhookPrefix(wh), 'a'), id...)
 }
 
-func attemptKey(wh, id string, n int) []byte {
-	return binary.BigEndian.AppendUint32(attemptPrefix(wh, id), uint32(n))
+func attemptKey(wh, id string, n int) []byte { return appendAttemptKey(nil, wh, id, n) }
+func appendAttemptKey(b []byte, wh, id string, n int) []byte {
+	return binary.BigEndian.AppendUint32(append(append(appendWebhookPrefix(b, wh), 'a'), id...), uint32(n))
 }
 
 // attemptsOf returns the attempts of a delivery, oldest first.
@@ -61,15 +60,6 @@ func (s deliveryStore) attemptsOf(wh, id string) ([]Attempt, error) {
 		return nil
 	})
 	return out, err
-}
-
-// encodeAttempt is the put that stores a.
-func encodeAttempt(wh, id string, a *Attempt) (eventlog.Put, error) {
-	v, err := msgpack.Marshal(a)
-	if err != nil {
-		return eventlog.Put{}, err
-	}
-	return eventlog.Put{Key: attemptKey(wh, id, a.N), Value: v}, nil
 }
 
 // flatten is a header block as one value per name, in canonical form;

@@ -354,10 +354,7 @@ func (l *loop) record(results ...result) error {
 		if d == nil {
 			continue
 		}
-		put, err := l.keepAttempt(d, r, &failing)
-		if err != nil {
-			return err
-		}
+		put := l.keepAttempt(d, r, &failing)
 		l.unwritten.outcomes = append(l.unwritten.outcomes, d)
 		l.unwritten.attempts = append(l.unwritten.attempts, put)
 	}

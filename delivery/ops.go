@@ -141,7 +141,7 @@ func (l *loop) failingFor(version uint64) int64 {
 
 // keepAttempt numbers the attempt r of d, moves the failing mark, and
 // returns the put that stores the attempt's detail.
-func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) (eventlog.Put, error) {
+func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) eventlog.Put {
 	d.Serial++
 	r.detail.N = d.Serial
 	if r.detail.Error == "" && d.Status != StatusSucceeded {

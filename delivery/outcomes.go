@@ -38,7 +38,10 @@ func hourKey(wh string, hour int64) []byte {
 }
 
 func eventIndexKey(wh string, seq uint64, id string) []byte {
-	return append(binary.BigEndian.AppendUint64(append(webhookPrefix(wh), 's'), seq), id...)
+	return appendEventIndexKey(nil, wh, seq, id)
+}
+func appendEventIndexKey(b []byte, wh string, seq uint64, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(append(appendWebhookPrefix(b, wh), 's'), seq), id...)
 }
 
 // keepHours is how long hourly outcomes are kept: the dashboard shows 24.

@@ -40,14 +40,18 @@ type Delivery struct {
 
 // Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
 // 'd' + webhook id + 0x00 + 'r' + delivery id -> Delivery (msgpack).
-func webhookPrefix(wh string) []byte {
-	return append(append([]byte{eventlog.KeyspaceDelivery}, wh...), 0)
+func webhookPrefix(wh string) []byte { return appendWebhookPrefix(nil, wh) }
+func appendWebhookPrefix(b []byte, wh string) []byte {
+	return append(append(append(b, eventlog.KeyspaceDelivery), wh...), 0)
 }
 func cursorKey(wh string) []byte { return append(webhookPrefix(wh), 'c') }
 func deliveryPrefix(wh string) []byte {
 	return append(webhookPrefix(wh), 'r')
 }
-func deliveryKey(wh, id string) []byte { return append(deliveryPrefix(wh), id...) }
+func deliveryKey(wh, id string) []byte { return appendDeliveryKey(nil, wh, id) }
+func appendDeliveryKey(b []byte, wh, id string) []byte {
+	return append(append(appendWebhookPrefix(b, wh), 'r'), id...)
+}
 
 // deliveryStore keeps each webhook's delivery state in the store's delivery
 // keyspace, outside the log: its cursor (the last seq read) and its
@@ -147,35 +151,15 @@ func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo [
 // startPutWith is putWith that returns once the write is in the WAL,
 // with the wait for its fsync (eventlog.Log.StartWriteSync).
 func (s deliveryStore) startPutWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) (wait func() error) {
-	puts, err := encode(wh, ds)
-	if err != nil {
-		return func() error { return err }
-	}
-	return s.w.StartWriteSync(append(puts, extra...), delFrom, delTo)
+	return s.w.StartWriteSync(append(encode(wh, ds, false), extra...), delFrom, delTo)
 }
 
 // startPutWithCursor stores ds, their event index and the webhook's cursor
 // moved to cursor in one synced write, a crash leaving either all or none;
 // it returns once the write is in the WAL, with the wait for its fsync.
 func (s deliveryStore) startPutWithCursor(wh string, cursor uint64, ds []*Delivery) (wait func() error) {
-	extra := make([]eventlog.Put, 0, len(ds)+1)
-	for _, d := range ds {
-		extra = append(extra, eventlog.Put{Key: eventIndexKey(wh, d.Seq, d.ID)})
-	}
-	extra = append(extra, eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
-	return s.startPutWith(wh, extra, nil, nil, ds...)
-}
-
-func encode(wh string, ds []*Delivery) ([]eventlog.Put, error) {
-	puts := make([]eventlog.Put, 0, len(ds)+1)
-	for _, d := range ds {
-		v, err := msgpack.Marshal(d)
-		if err != nil {
-			return nil, err
-		}
-		puts = append(puts, eventlog.Put{Key: deliveryKey(wh, d.ID), Value: v})
-	}
-	return puts, nil
+	puts := append(encode(wh, ds, true), eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
+	return s.w.StartWriteSync(puts, nil, nil)
 }
 
 // forget drops a webhook's cursor and attempt log.

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"time"
+
+	"demosvc/eventlog/msgp"
 )
 
 // The record envelope is encoded and decoded by hand: it is a fixed
@@ -14,52 +15,6 @@ import (
 // appenders and replay run at memory speed. The bytes are exactly what
 // msgpack's own encoder writes with compact integers (a test holds the two
 // equal), so any msgpack tool reads the log.
-
-// appendUint appends n as msgpack's compact unsigned encoding.
-func appendUint(b []byte, n uint64) []byte {
-	switch {
-	case n <= math.MaxInt8:
-		return append(b, byte(n))
-	case n <= math.MaxUint8:
-		return append(b, 0xcc, byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(n))
-	case n <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(n))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), n)
-}
-
-// appendInt appends n as msgpack's compact signed encoding.
-func appendInt(b []byte, n int64) []byte {
-	switch {
-	case n >= 0:
-		return appendUint(b, uint64(n))
-	case n >= -32:
-		return append(b, byte(n))
-	case n >= math.MinInt8:
-		return append(b, 0xd0, byte(n))
-	case n >= math.MinInt16:
-		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(n))
-	case n >= math.MinInt32:
-		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(n))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(n))
-}
-
-func appendStr(b []byte, s string) []byte {
-	switch n := len(s); {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n < 256:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
-}
 
 // appendTime appends t as the msgpack timestamp extension (type -1).
 func appendTime(b []byte, t time.Time) []byte {
@@ -80,13 +35,13 @@ func appendTime(b []byte, t time.Time) []byte {
 // fields before the hash.
 func appendEnvelope(b []byte, r *Record) []byte {
 	b = append(b, arrayWithHash)
-	b = appendUint(b, r.Seq)
-	b = appendStr(b, r.ID)
-	b = appendStr(b, r.Type)
-	b = appendInt(b, int64(r.Version))
+	b = msgp.AppendUint(b, r.Seq)
+	b = msgp.AppendStr(b, r.ID)
+	b = msgp.AppendStr(b, r.Type)
+	b = msgp.AppendInt(b, int64(r.Version))
 	b = appendTime(b, r.Time.UTC())
-	b = appendStr(b, r.Account)
-	b = appendStr(b, r.Actor)
+	b = msgp.AppendStr(b, r.Account)
+	b = msgp.AppendStr(b, r.Actor)
 	return append(b, r.Payload...)
 }
 
