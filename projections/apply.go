@@ -202,11 +202,11 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	if t.emails[key] != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}
-	c := &contact{id: id, tenant: t, seq: rec.Seq, name: p.Contact.Name, email: p.Contact.Email,
-		company: p.Contact.Company, createdAt: unix(rec.Time)}
+	c := s.contactBlock.new(contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
+		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
 	s.contacts[id] = c
 	t.contacts = append(t.contacts, c)
-	t.emails[key] = c
+	t.emails[s.emailKey(c.email)] = c
 	return nil
 }
 
@@ -223,12 +223,12 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	if err != nil {
 		return err
 	}
-	ses := &session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress}
+	ses := s.sessionBlock.new(session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
 	s.sessions[id] = ses
 	t := a.tenant
 	t.sessions = append(t.sessions, ses)
 	a.sessions = append(a.sessions, ses)
-	c.sessions = append(c.sessions, ses)
+	s.addContactSession(c, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(ses)
 	t.stats.sessionStarted(ses.startedAt)
 	return nil
@@ -257,7 +257,7 @@ func (s *State) applySessionProgressed(rec *eventlog.Record, p *SessionProgresse
 	}
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
-	ses.events = append(ses.events, rec.Seq)
+	s.addEvent(ses, rec.Seq)
 	return nil
 }
 
@@ -272,7 +272,7 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 	}
 	ses.hot = true
 	ses.hotSignals = ses.signals
-	ses.events = append(ses.events, rec.Seq)
+	s.addEvent(ses, rec.Seq)
 	ses.agent.tenant.stats.leadHot(unix(rec.Time))
 	return nil
 }
@@ -297,8 +297,8 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	}
 	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
-	ses.replayURL = p.ReplayURL
-	ses.events = append(ses.events, rec.Seq)
+	ses.replayURL = s.text.keep(p.ReplayURL)
+	s.addEvent(ses, rec.Seq)
 	ses.end(completed, unix(rec.Time))
 	return nil
 }
@@ -314,9 +314,9 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
 	if p.ReplayURL != nil {
-		ses.replayURL = *p.ReplayURL
+		ses.replayURL = s.text.keep(*p.ReplayURL)
 	}
-	ses.events = append(ses.events, rec.Seq)
+	s.addEvent(ses, rec.Seq)
 	ses.end(abandoned, unix(rec.Time))
 	return nil
 }
@@ -330,8 +330,8 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 		return errorf("session %s has a meeting", p.SessionID)
 	}
 	s.keepSession(ses)
-	ses.meeting = &meeting{scheduledAt: p.ScheduledAt, calendarLink: p.CalendarLink, seq: rec.Seq}
-	ses.events = append(ses.events, rec.Seq)
+	ses.meeting = &meeting{scheduledAt: s.text.keep(p.ScheduledAt), calendarLink: s.text.keep(p.CalendarLink), seq: rec.Seq}
+	s.addEvent(ses, rec.Seq)
 	ses.agent.tenant.stats.meetingBooked(ses.agent, unix(rec.Time))
 	return nil
 }

@@ -18,3 +18,12 @@ func EncodeSnapshot(p *Projections) error {
 	_, _, err := p.encodeInSteps(snapshotStep, nil)
 	return err
 }
+
+// SnapshotRoundTrip encodes s as a snapshot and decodes it.
+func SnapshotRoundTrip(s *State) (*State, error) {
+	b, err := s.encodeSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return decodeSnapshot(b)
+}

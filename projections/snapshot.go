@@ -237,6 +237,9 @@ func (r *snapReader) raw() []byte {
 
 func (r *snapReader) str() string { return string(r.raw()) }
 
+// text reads a string into t's blocks.
+func (r *snapReader) text(t *text) string { return t.keepBytes(r.raw()) }
+
 func (r *snapReader) bool() bool {
 	if len(r.b) == 0 {
 		r.fail(errShortSnapshot)
@@ -299,28 +302,28 @@ func decodeSnapshot(b []byte) (*State, error) {
 		}
 		t.contacts = make([]*contact, r.len())
 		for i := range t.contacts {
-			c := &contact{id: r.id(), tenant: t, seq: r.uint(), name: r.str(), email: r.str(), company: r.str(), createdAt: r.int()}
+			c := s.contactBlock.new(contact{id: r.id(), tenant: t, seq: r.uint(), name: r.text(&s.text),
+				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
 			t.contacts[i] = c
 			s.contacts[c.id] = c
-			t.emails[emailKey(c.email)] = c
+			t.emails[s.emailKey(c.email)] = c
 		}
 		t.sessions = make([]*session, r.len())
 		for i := range t.sessions {
-			ses := &session{id: r.id(), agent: s.agents[r.id()], contact: s.contacts[r.id()], seq: r.uint(),
-				startedAt: r.int(), endedAt: r.int(), replayURL: r.str(), duration: int32(r.int()),
-				status: sessionStatus(r.uint()), score: uint8(r.uint())}
+			ses := s.sessionBlock.new(session{id: r.id(), agent: s.agents[r.id()], contact: s.contacts[r.id()], seq: r.uint(),
+				startedAt: r.int(), endedAt: r.int(), replayURL: r.text(&s.text), duration: int32(r.int()),
+				status: sessionStatus(r.uint()), score: uint8(r.uint())})
 			r.fixed(ses.signals[:])
 			ses.hot = r.bool()
 			r.fixed(ses.hotSignals[:])
 			if r.bool() {
-				ses.meeting = &meeting{scheduledAt: r.str(), calendarLink: r.str(), seq: r.uint()}
+				ses.meeting = &meeting{scheduledAt: r.text(&s.text), calendarLink: r.text(&s.text), seq: r.uint()}
 			}
 			if n := r.len(); n > 0 {
-				ses.events = make([]uint64, n)
 				prev := ses.seq
-				for j := range ses.events {
+				for range n {
 					prev += r.uint()
-					ses.events[j] = prev
+					s.addEvent(ses, prev)
 				}
 			}
 			if r.err != nil {
@@ -332,7 +335,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 			t.sessions[i] = ses
 			s.sessions[ses.id] = ses
 			ses.agent.sessions = append(ses.agent.sessions, ses)
-			ses.contact.sessions = append(ses.contact.sessions, ses)
+			s.addContactSession(ses.contact, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(ses)
 			if ses.hot {
 				t.hot.ReplaceOrInsert(ses)

@@ -27,6 +27,14 @@ type State struct {
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 
+	// Where sessions and contacts, their lists and their text are
+	// allocated (blocks.go).
+	sessionBlock  block[session]
+	contactBlock  block[contact]
+	sessionsBlock block[*session]
+	eventsBlock   block[uint64]
+	text          text
+
 	// cut is the snapshot being encoded, if any: apply keeps there what
 	// it changes of the state at the cut (snapshot_cut.go).
 	cut *snapCut
