@@ -10,25 +10,30 @@ import (
 	"demosvc/projections/projtest"
 )
 
-// openSynthetic writes a synthetic log into a new store and returns it
-// open, without projections.
+// openSynthetic writes a synthetic log of projtest.BenchSessions()
+// sessions into a new store and returns it open, without projections.
 func openSynthetic(b *testing.B) (string, *eventlog.Store, *eventlog.Log) {
-	b.Helper()
-	dir := b.TempDir()
+	return openShape(b, projtest.BenchShape(projtest.BenchSessions()))
+}
+
+// openShape writes a synthetic log of shape into a new store and returns
+// it open, without projections.
+func openShape(tb testing.TB, shape projtest.SyntheticShape) (string, *eventlog.Store, *eventlog.Log) {
+	tb.Helper()
+	dir := tb.TempDir()
 	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	start := time.Now()
-	if _, _, err := projtest.Synthetic(log, projtest.BenchShape(projtest.BenchSessions())); err != nil {
-		b.Fatal(err)
+	if _, _, err := projtest.Synthetic(log, shape); err != nil {
+		tb.Fatal(err)
 	}
-	b.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), projtest.BenchSessions(), time.Since(start))
-
+	tb.Logf("wrote %d events for %d sessions in %v", log.DurableSeq(), shape.Sessions, time.Since(start))
 	return dir, store, log
 }
 

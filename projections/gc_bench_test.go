@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"demosvc/eventlog"
 	"demosvc/projections"
 	"demosvc/projections/projtest"
 )
@@ -17,21 +16,10 @@ import (
 // nothing loaded: every GC cycle marks the whole state, so this is the
 // cost that grows with it.
 func BenchmarkGCWithState(b *testing.B) {
-	dir := b.TempDir()
-	store, err := eventlog.OpenStore(dir, eventlog.StoreOptions{Create: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer log.Close()
 	n := projtest.BenchSessions()
-	if _, _, err := projtest.Synthetic(log, projtest.SyntheticShape{Sessions: n, Agents: 100, Contacts: n}); err != nil {
-		b.Fatal(err)
-	}
+	_, store, log := openShape(b, projtest.SyntheticShape{Sessions: n, Agents: 100, Contacts: n})
+	defer store.Close()
+	defer log.Close()
 	gc := func() (time.Duration, uint64) {
 		runtime.GC()
 		var cpu time.Duration

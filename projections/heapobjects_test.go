@@ -3,9 +3,7 @@ package projections_test
 import (
 	"runtime"
 	"testing"
-	"time"
 
-	"demosvc/eventlog"
 	"demosvc/projections"
 	"demosvc/projections/projtest"
 )
@@ -14,20 +12,10 @@ import (
 // object, not the seven and a half it was: every GC cycle finds and marks
 // each object (BenchmarkGCWithState measures what that costs).
 func TestStateIsFewHeapObjects(t *testing.T) {
-	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
 	const n = 20_000
-	if _, _, err := projtest.Synthetic(log, projtest.SyntheticShape{Sessions: n, Agents: 10, Contacts: n}); err != nil {
-		t.Fatal(err)
-	}
+	_, store, log := openShape(t, projtest.SyntheticShape{Sessions: n, Agents: 10, Contacts: n})
+	defer store.Close()
+	defer log.Close()
 	objects := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
