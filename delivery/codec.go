@@ -34,11 +34,11 @@ func appendDelivery(b []byte, d *Delivery) []byte {
 	return msgp.AppendInt(msgp.AppendStr(b, "as"), int64(d.Serial))
 }
 
-// deliverySize bounds what appendDelivery appends for d: the names, a
-// header or an integer of at most 9 bytes for each value, and the
-// variable bytes.
+// deliverySize bounds what appendDelivery appends for d: the map header
+// and the names (39 bytes), a header or an integer of at most 9 bytes for
+// each value, and the variable bytes.
 func deliverySize(d *Delivery) int {
-	return 30 + 15*9 + len(d.ID) + len(d.WebhookID) + len(d.EventID) + len(d.Event) + len(d.Body) +
+	return 39 + 15*9 + len(d.ID) + len(d.WebhookID) + len(d.EventID) + len(d.Event) + len(d.Body) +
 		len(d.Status) + len(d.LastError)
 }
 
@@ -68,7 +68,9 @@ func appendHeaders(b []byte, h map[string]string) []byte {
 	return b
 }
 
-// attemptSize bounds what appendAttempt appends for a.
+// attemptSize bounds what appendAttempt appends for a: the map header and
+// the names (20 bytes), a header or an integer of at most 9 bytes for each
+// value, and the variable bytes.
 func attemptSize(a *Attempt) int {
 	return 20 + 8*9 + len(a.Error) + headersSize(a.RequestHeaders) + headersSize(a.ResponseHeaders) + len(a.ResponseBody)
 }
