@@ -115,7 +115,8 @@ func (l *logLines) has(s string) bool {
 func TestRoutesUseMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, other := newTestCA(t, "demosvc test CA"), newTestCA(t, "another CA")
-	pa, pb, pc := freeAddr(t), freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 3)
+	pa, pb, pc := addrs[0], addrs[1], addrs[2]
 	start := func(node, listen string, routes []string, signer *testCA, logs *logLines) *server.Server {
 		t.Helper()
 		cert, key, caFile := signer.files(t, dir, node, ca)
