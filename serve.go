@@ -48,14 +48,15 @@ func (c *cli) serve(args []string) int {
 	sink := newLogSink(c.stderr)
 	defer sink.Close()
 	logger := newLogger(cfg, sink)
-	if err := c.runServer(cfg, logger, newLogger(cfg, sink.Batched())); err != nil {
+	access := demohttp.NewAccessLog(sink.Batched(), cfg.Log.Format, logLevel(cfg))
+	if err := c.runServer(cfg, logger, access); err != nil {
 		return c.fail(cf, "%v", err)
 	}
 	return exitOK
 }
 
 // runServer serves until a signal; requests log their line to access.
-func (c *cli) runServer(cfg *config.Config, logger, access *slog.Logger) error {
+func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog) error {
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
 	if err != nil {
 		return errors.New(openError(cfg.DataDir, err))
@@ -301,11 +302,16 @@ func writeServeInfo(path, listen string) error {
 
 // newLogger builds the structured logger of log.level and log.format.
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: logLevel(cfg)}
 	if cfg.Log.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logLevel is the log.level key's level (validated by config).
+func logLevel(cfg *config.Config) slog.Level {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	return level
 }

@@ -29,6 +29,13 @@ func (p proxies) trusted(a netip.Addr) bool {
 // clientAddr returns the client's address as a string, for limits and
 // logs.
 func (p proxies) clientAddr(r *http.Request) string {
+	if len(p) == 0 {
+		// The peer, as net/http formats it: an IPv4 host is already
+		// in its canonical form, and a substring of it costs nothing.
+		if i := strings.LastIndexByte(r.RemoteAddr, ':'); i > 0 && strings.IndexByte(r.RemoteAddr[:i], ':') < 0 {
+			return r.RemoteAddr[:i]
+		}
+	}
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)

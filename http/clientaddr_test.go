@@ -45,6 +45,15 @@ func TestTheClientAddressComesFromForwardingHeadersOnlyBehindATrustedProxy(t *te
 	if got := (proxies{}).clientAddr(r); got != "10.1.2.3" {
 		t.Errorf("with no trusted proxies, clientAddr = %s, want the peer", got)
 	}
+	for peer, want := range map[string]string{
+		"203.0.113.7:5000": "203.0.113.7", "[::1]:5000": "::1", "[2001:db8::7]:443": "2001:db8::7",
+		"[::ffff:10.1.2.3]:5000": "10.1.2.3", "no port": "no port",
+	} {
+		r.RemoteAddr = peer
+		if got := (proxies{}).clientAddr(r); got != want {
+			t.Errorf("with no trusted proxies, the peer %s is %s, want %s", peer, got, want)
+		}
+	}
 }
 
 // The bad-key limiter counts per client behind a trusted proxy: two

@@ -59,14 +59,14 @@ func principal(r *http.Request) projections.Principal {
 // recovery from panics, one log line and the metrics.
 type front struct {
 	logger  *slog.Logger // panics, and the line of a request answered 5xx
-	access  *slog.Logger // the line of every other request
+	access  *AccessLog   // the line of every other request
 	metrics *Metrics
 	reqIDs  *requestIDs
 	proxies proxies // whose forwarding headers name the client in the log line
 	next    http.Handler
 }
 
-func newFront(logger, access *slog.Logger, metrics *Metrics, trusted proxies, next http.Handler) *front {
+func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted proxies, next http.Handler) *front {
 	return &front{logger: logger, access: access, metrics: metrics, reqIDs: newRequestIDs(), proxies: trusted, next: next}
 }
 
@@ -88,18 +88,20 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		elapsed := time.Since(start)
 		f.metrics.observe(ex.route, r.Method, ex.status, elapsed)
-		level, h := slog.LevelInfo, f.access.Handler()
-		if ex.status >= 500 {
-			level, h = slog.LevelError, f.logger.Handler()
+		if ex.status < 500 && !f.access.on {
+			return
 		}
-		// One line per request. The record is handed to the handler
-		// directly, without the caller's PC: slog would walk the stack for
-		// it on every request.
-		if h.Enabled(r.Context(), level) {
-			rec := slog.NewRecord(time.Now(), level, "request", 0)
-			rec.AddAttrs(slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("status", ex.status),
-				slog.Duration("duration", elapsed), slog.String("request_id", id), slog.String("account_id", ex.account),
-				slog.String("client", f.proxies.clientAddr(r)))
+		line := access{method: r.Method, route: ex.route, status: ex.status, duration: elapsed,
+			requestID: id, account: ex.account, client: f.proxies.clientAddr(r)}
+		if ex.status < 500 {
+			f.access.write(r.Context(), time.Now(), &line)
+			return
+		}
+		// The record is handed to the handler directly, without the
+		// caller's PC: slog would walk the stack for it.
+		if h := f.logger.Handler(); h.Enabled(r.Context(), slog.LevelError) {
+			rec := slog.NewRecord(time.Now(), slog.LevelError, "request", 0)
+			rec.AddAttrs(line.attrs()...)
 			_ = h.Handle(r.Context(), rec)
 		}
 	}()

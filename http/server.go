@@ -23,7 +23,7 @@ type Deps struct {
 	Logger *slog.Logger
 	// AccessLog receives the one line per request; nil uses Logger. serve
 	// gives it a writer that batches lines (logsink.go).
-	AccessLog *slog.Logger
+	AccessLog *AccessLog
 	Metrics   *Metrics // nil: new metrics of their own
 	// Deliveries serves the webhook attempt logs; nil answers 503 there.
 	Deliveries *delivery.Dispatcher
@@ -78,7 +78,7 @@ func NewServer(d Deps) *Server {
 	}
 	access := d.AccessLog
 	if access == nil {
-		access = d.Logger
+		access = accessLogVia(d.Logger.Handler())
 	}
 	s.front = newFront(d.Logger, access, d.Metrics, s.proxies, s.routes())
 	return s
