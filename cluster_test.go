@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"demosvc/eventlog/eventlogtest"
 )
 
 // The cluster tests run three real `demosvc serve` processes (this test
@@ -44,24 +46,6 @@ type procNode struct {
 	exited                        chan struct{}
 }
 
-// freePorts returns n distinct loopback ports nobody listens on at the
-// moment. The listeners stay open until all n are chosen: closed one by
-// one, the kernel may hand the same port out twice (CI once saw a node's
-// API port given to another node's NATS clients).
-func freePorts(t testing.TB, n int) []string {
-	t.Helper()
-	ports := make([]string, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ports[i] = ln.Addr().String()
-	}
-	return ports
-}
-
 // newProcCluster starts three nodes and waits until each is ready and one
 // of them has bootstrapped the log and printed the API key.
 func newProcCluster(t testing.TB, extraEnv ...string) *procCluster {
@@ -80,7 +64,7 @@ func startProcs(t testing.TB, nodes int, clustered bool, extraEnv ...string) *pr
 	c := &procCluster{t: t, bin: bin, client: &http.Client{Timeout: 20 * time.Second}}
 	base := t.TempDir()
 	var routes []string
-	ports := freePorts(t, 3*nodes)
+	ports := eventlogtest.FreeAddrs(t, 3*nodes)
 	for i := range nodes {
 		n := &procNode{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
 			api: ports[3*i], route: ports[3*i+1], client: ports[3*i+2]}

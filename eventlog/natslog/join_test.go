@@ -2,11 +2,12 @@ package natslog
 
 import (
 	"context"
-	"net"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"demosvc/eventlog/eventlogtest"
 )
 
 // waitUntil polls cond until it holds, failing the test after limit.
@@ -19,23 +20,6 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
-}
-
-// freeAddrs returns n distinct loopback addresses nobody listens on at
-// the moment. The listeners stay open until all n are chosen: closed one by
-// one, the kernel may hand the same port out twice.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		addrs[i] = ln.Addr().String()
-	}
-	return addrs
 }
 
 // A node restarted with an empty data dir adds nothing to a NATS quorum
@@ -54,7 +38,7 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	names := []string{"a", "b", "c"}
-	routes := freeAddrs(t, len(names))
+	routes := eventlogtest.FreeAddrs(t, len(names))
 	cfgs := make([]Config, len(names))
 	for i, name := range names {
 		cfgs[i] = Config{Replicas: 3, LeaseTTL: time.Second, Server: &ServerConfig{Cluster: "t", Node: name,

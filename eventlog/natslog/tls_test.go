@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"demosvc/eventlog/eventlogtest"
 )
 
 // testCA signs route certificates for 127.0.0.1.
@@ -115,7 +117,7 @@ func (l *logLines) has(s string) bool {
 func TestRoutesUseMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, other := newTestCA(t, "demosvc test CA"), newTestCA(t, "another CA")
-	addrs := freeAddrs(t, 3)
+	addrs := eventlogtest.FreeAddrs(t, 3)
 	pa, pb, pc := addrs[0], addrs[1], addrs[2]
 	start := func(node, listen string, routes []string, signer *testCA, logs *logLines) *server.Server {
 		t.Helper()
