@@ -201,7 +201,10 @@ func (r *Registry) Encode(payload any) (name string, version int, data []byte, e
 	if err != nil {
 		return "", 0, nil, err
 	}
-	data, err = marshalPayload(payload)
+	if enc, ok := payload.(PayloadEncoder); ok {
+		return name, version, enc.AppendPayload(make([]byte, 0, 128)), nil
+	}
+	data, err = MarshalPayloadReflective(payload)
 	return name, version, data, err
 }
 
@@ -216,7 +219,7 @@ func (r *Registry) PayloadFromJSON(name string, version int, data json.RawMessag
 	if err := strictjson.DecodeObject(data, v); err != nil {
 		return nil, fmt.Errorf("data of %s v%d: %w", name, version, err)
 	}
-	return marshalPayload(v)
+	return MarshalPayloadReflective(v)
 }
 
 // New returns a pointer to a new zero payload of (name, version).
@@ -236,7 +239,10 @@ func (r *Registry) Latest(name string) int {
 	return 0
 }
 
-func marshalPayload(v any) ([]byte, error) {
+// MarshalPayloadReflective encodes a payload through msgpack's
+// reflection: what Encode writes for every type without its own encoder,
+// and what a PayloadEncoder's bytes are held equal to.
+func MarshalPayloadReflective(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
