@@ -217,9 +217,15 @@ func (w *world) close() {
 
 func (w *world) start(cfg Config) { w.startLogging(cfg, nil) }
 
-func (w *world) startLogging(cfg Config, logger *slog.Logger) {
+func (w *world) startLogging(cfg Config, logger *slog.Logger) { w.startWith(cfg, logger, nil) }
+
+// startWith starts the dispatcher after prepare, if set, has changed it.
+func (w *world) startWith(cfg Config, logger *slog.Logger, prepare func(*Dispatcher)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.m = New(w.log, w.state, cfg, logger)
+	if prepare != nil {
+		prepare(w.m)
+	}
 	done := make(chan struct{})
 	go func() { w.m.Run(ctx); close(done) }()
 	w.stop = func() { cancel(); recv(w.t, done, "the dispatcher to stop") }
