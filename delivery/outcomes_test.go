@@ -1,8 +1,16 @@
 package delivery
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"demosvc/eventlog"
 )
 
 // TestAttemptsHoursAndEventIndexAreRecorded: a receiver that fails twice
@@ -80,4 +88,74 @@ func TestAttemptsHoursAndEventIndexAreRecorded(t *testing.T) {
 	w = openWorld(t, dir)
 	w.start(cfg)
 	check("after a restart")
+}
+
+// TestOutcomesAreWrittenInBatches: the outcomes of attempts that ended
+// are held for one write while another attempt is in flight. With the
+// first of 20 deliveries held by its receiver and the clock standing
+// still, the other 19 succeed and none of their outcomes is written; once
+// the held one ends, the 20 take one write. With one held again, what has
+// gathered is written once the oldest outcome has waited maxOutcomeHold.
+func TestOutcomesAreWrittenInBatches(t *testing.T) {
+	w := openWorld(t, "")
+	var received atomic.Int64
+	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	rv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch received.Add(1) {
+		case 1:
+			<-release[0]
+		case 21:
+			<-release[1]
+		}
+	}))
+	t.Cleanup(rv.Close)
+	var releases [2]sync.Once
+	releaseHeld := func(i int) { releases[i].Do(func() { close(release[i]) }) }
+	// Before the server closes and the dispatcher stops, which wait
+	// for the held requests, when the test fails.
+	t.Cleanup(func() { releaseHeld(0); releaseHeld(1) })
+	wh := w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	for i := range 20 {
+		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
+	}
+	var outcomeWrites atomic.Int64
+	cfg, clock := clockedConfig()
+	w.startWith(cfg, nil, func(dp *Dispatcher) {
+		dp.store.w = countingWriter{stateWriter: dp.store.w, outcomeWrites: &outcomeWrites}
+	})
+
+	waitFor(t, "20 deliveries sent", func() bool { return received.Load() == 20 })
+	if n := outcomeWrites.Load(); n != 0 {
+		t.Fatalf("%d outcome writes while an attempt was in flight, want 0", n)
+	}
+	releaseHeld(0)
+	waitFor(t, "20 deliveries succeeded", deliveriesAre(t, w, wh.ID, 20, succeeded))
+	if n := outcomeWrites.Load(); n != 1 {
+		t.Fatalf("20 outcomes took %d writes, want 1", n)
+	}
+
+	for i := range 20 {
+		w.startSession(agent, fmt.Sprintf("q%d@example.com", i))
+	}
+	waitFor(t, "20 more deliveries sent", func() bool { return received.Load() == 40 })
+	waitAdvancing(t, clock, maxOutcomeHold, "outcomes written while an attempt is held",
+		func() bool { return outcomeWrites.Load() > 1 })
+	releaseHeld(1)
+	waitFor(t, "40 deliveries succeeded", deliveriesAre(t, w, wh.ID, 40, succeeded))
+}
+
+// countingWriter counts the writes of attempts' outcomes: those that do
+// not move a cursor (see isCursorKey).
+type countingWriter struct {
+	stateWriter
+	outcomeWrites *atomic.Int64
+}
+
+func (c countingWriter) StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) (wait func() error) {
+	if len(puts) > 0 && !isCursorKey(puts[len(puts)-1].Key) {
+		c.outcomeWrites.Add(1)
+	}
+	return c.stateWriter.StartWriteSync(puts, delFrom, delTo)
 }
