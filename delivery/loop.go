@@ -57,10 +57,11 @@ const maxWritesInFlight = 2
 // about as much whether it holds one outcome or a hundred, and writing
 // each handful of outcomes as it came (every 7 deliveries at 12k/s) halved
 // the deliveries per second (BenchmarkDeliveries, unstored=outcomes). A
-// batch is written once no write of the loop is syncing, and when it holds
-// outcomeBatch outcomes, or no attempt is in flight to add to it, or its
-// oldest has waited maxOutcomeHold. Holding an outcome delays only what
-// waits for it to be durable: leaving the pending set, a retry's
+// batch is written when it holds outcomeBatch outcomes, or no attempt is
+// in flight to add to it, or its oldest has waited maxOutcomeHold; and
+// then at once unless maxWritesInFlight are syncing, so that a stream of
+// new deliveries' writes never holds it back. Holding an outcome delays
+// only what waits for it to be durable: leaving the pending set, a retry's
 // schedule, and the attempt log's view of it.
 const (
 	outcomeBatch   = 128
@@ -128,7 +129,7 @@ func (l *loop) run() error {
 		if err := l.maybeFlush(); err != nil {
 			return err
 		}
-		if len(l.unwritten.outcomes) > 0 && l.inflight == 0 {
+		if len(l.unwritten.outcomes) > 0 && l.inflight < maxWritesInFlight {
 			// A batch held for more outcomes is written by its deadline.
 			wait = min(wait, max(0, l.heldSince.Add(maxOutcomeHold).Sub(l.dp.clock.Now())))
 		}
@@ -404,7 +405,7 @@ func (l *loop) record(results ...result) error {
 // make a batch (see outcomeBatch).
 func (l *loop) maybeFlush() error {
 	n := len(l.unwritten.outcomes)
-	if n == 0 || l.inflight > 0 {
+	if n == 0 || l.inflight == maxWritesInFlight {
 		return nil
 	}
 	if n < outcomeBatch && len(l.busy) > 0 && l.dp.clock.Now().Sub(l.heldSince) < maxOutcomeHold {

@@ -159,3 +159,76 @@ func (c countingWriter) StartWriteSync(puts []eventlog.Put, delFrom, delTo []byt
 	}
 	return c.stateWriter.StartWriteSync(puts, delFrom, delTo)
 }
+
+// TestOutcomesAreNotHeldBehindASyncingWriteOfNewDeliveries: while the
+// write of new deliveries syncs (here until the test says), the outcomes
+// of attempts that ended start their write, to be durable with it: a
+// stream of new events, whose writes may overlap, never keeps outcomes
+// from being written.
+func TestOutcomesAreNotHeldBehindASyncingWriteOfNewDeliveries(t *testing.T) {
+	w := openWorld(t, "")
+	var received atomic.Int64
+	answer, syncFresh := make(chan struct{}), make(chan struct{})
+	var once [2]sync.Once
+	release := func(i int, ch chan struct{}) { once[i].Do(func() { close(ch) }) }
+	rv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if n := received.Add(1); n > 1 && n <= 6 {
+			<-answer
+		}
+	}))
+	t.Cleanup(rv.Close)
+	t.Cleanup(func() { release(0, answer); release(1, syncFresh) })
+	wh := w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	hw := holdingWriter{hold: new(atomic.Bool), held: new(atomic.Int64), outcomeWrites: new(atomic.Int64), release: syncFresh}
+	cfg, _ := clockedConfig()
+	w.startWith(cfg, nil, func(dp *Dispatcher) {
+		hw.stateWriter = dp.store.w
+		dp.store.w = hw
+	})
+	// One delivery first: the loop reads the hour's stored count with
+	// its first outcome, and a read waits for every write syncing.
+	w.startSession(agent, "first@example.com")
+	waitFor(t, "the first delivery succeeded", deliveriesAre(t, w, wh.ID, 1, succeeded))
+	for i := range 5 {
+		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
+	}
+	waitFor(t, "5 more deliveries sent", func() bool { return received.Load() == 6 })
+	hw.hold.Store(true)
+	w.startSession(agent, "q@example.com")
+	waitFor(t, "the write of the new delivery started", func() bool { return hw.held.Load() == 1 })
+
+	release(0, answer)
+	waitFor(t, "the 5 outcomes' write started while the new delivery's syncs",
+		func() bool { return hw.outcomeWrites.Load() == 2 })
+	release(1, syncFresh)
+	waitFor(t, "7 deliveries succeeded", deliveriesAre(t, w, wh.ID, 7, succeeded))
+}
+
+// holdingWriter counts the writes of outcomes, and while hold is set
+// holds the fsync of every write of new deliveries (one that moves a
+// cursor) until release is closed.
+type holdingWriter struct {
+	stateWriter
+	hold          *atomic.Bool
+	held          *atomic.Int64
+	outcomeWrites *atomic.Int64
+	release       chan struct{}
+}
+
+func (h holdingWriter) StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) func() error {
+	synced := h.stateWriter.StartWriteSync(puts, delFrom, delTo)
+	if len(puts) == 0 || !isCursorKey(puts[len(puts)-1].Key) {
+		h.outcomeWrites.Add(1)
+		return synced
+	}
+	if !h.hold.Load() {
+		return synced
+	}
+	h.held.Add(1)
+	return func() error {
+		<-h.release
+		return synced()
+	}
+}
