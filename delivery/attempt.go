@@ -42,7 +42,7 @@ type sender struct {
 
 // send POSTs d to t once. ctx ends the attempt early (the webhook was
 // deleted); the exchange's own deadline is the network's, on real time.
-func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r result) {
+func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, keys *signers) (r result) {
 	r = result{id: d.ID}
 	now := s.clock.Now()
 	began := time.Now() // the duration is the network's, on real time
@@ -61,13 +61,14 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r 
 		r.err = err
 		return r
 	}
-	current, previous := t.Signing(now)
+	sg := keys.get(t.Signing(now))
 	req.Header = make(http.Header, 12) // what setHeaders sets, without growing
-	if err := setHeaders(req.Header, current, previous, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent); err != nil {
+	r.detail.RequestHeaders, err = setHeaders(req.Header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent)
+	keys.put(sg)
+	if err != nil {
 		r.err = err
 		return r
 	}
-	r.detail.RequestHeaders = varying(req.Header)
 	// The transport itself, not an http.Client: no redirect is followed,
 	// and nothing copies the headers for one. The error reads as a
 	// client's would, an HTTP answer to TLS named as http.Client names it.
@@ -81,16 +82,25 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery) (r 
 		return r
 	}
 	r.detail.ResponseHeaders = flatten(resp.Header)
-	// The head is kept; the rest is read through io.Discard's pooled
-	// buffer, not a 32 KiB one of io.Copy's per attempt.
+	// The head is kept, in a buffer of its size when the answer says it;
+	// the rest is read through io.Discard's pooled buffer, not a 32 KiB
+	// one of io.Copy's per attempt.
 	body := io.LimitReader(resp.Body, maxResponseBody)
-	var head bytes.Buffer
-	if _, err = head.ReadFrom(io.LimitReader(body, maxKeptBody)); err == nil {
+	var head []byte
+	if resp.ContentLength >= 0 {
+		head = make([]byte, min(resp.ContentLength, maxKeptBody))
+		var n int
+		n, err = io.ReadFull(body, head)
+		head = head[:n]
+	} else {
+		head, err = io.ReadAll(io.LimitReader(body, maxKeptBody))
+	}
+	if err == nil {
 		_, err = io.Copy(io.Discard, body)
 	}
 	resp.Body.Close()
-	if head.Len() > 0 {
-		r.detail.ResponseBody = head.Bytes()
+	if len(head) > 0 {
+		r.detail.ResponseBody = head
 	}
 	r.status = resp.StatusCode
 	if err != nil && actx.Err() != nil {

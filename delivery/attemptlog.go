@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -74,20 +73,9 @@ func flatten(h http.Header) map[string]string {
 
 // derived are the request headers setHeaders writes from the delivery and
 // the configuration alone: not stored with each attempt (they are most of
-// its bytes), but put back when it is shown (withDerived).
+// its bytes), but put back when it is shown (withDerived). The others vary
+// from one attempt to the next (signatures, timestamp, attempt number).
 var derived = []string{"Content-Type", "User-Agent", "X-Service-Event-Id", "X-Service-Webhook-Id", "Webhook-Id"}
-
-// varying is h without the derived headers: what differs from one attempt
-// to the next (signatures, timestamp, attempt number).
-func varying(h http.Header) map[string]string {
-	out := make(map[string]string, 4)
-	for k, vs := range h {
-		if k = http.CanonicalHeaderKey(k); !slices.Contains(derived, k) {
-			out[k] = strings.Join(vs, ", ")
-		}
-	}
-	return out
-}
 
 // withDerived puts back the derived request headers of an attempt of d,
 // as setHeaders sent them.

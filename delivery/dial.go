@@ -46,5 +46,9 @@ func newTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,
 		ForceAttemptHTTP2:     true,
+		// No Accept-Encoding: a receiver's answer is read for its status
+		// and its first 4 KiB, kept as sent, and the receiver parses one
+		// header less.
+		DisableCompression: true,
 	}
 }

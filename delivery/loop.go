@@ -37,6 +37,7 @@ type loop struct {
 	throttle       throttle                           // rate_limit_per_second
 	nextPrune      time.Time                          // the next retention step (retention.go)
 	hours          hourlyCounts                       // attempts' outcomes of the current hours
+	signers        signers                            // attempts' keyed MACs
 
 	// Writes whose fsync has not returned, oldest first: the loop starts
 	// them and goes on; awaitWrites waits for each in turn and hands it
@@ -355,7 +356,7 @@ var errWebhookGone = errors.New("webhook deleted or disabled")
 func (l *loop) attempt(d Delivery) {
 	r := result{id: d.ID, err: errWebhookGone}
 	if t, ok := l.current(); ok {
-		r = l.dp.send.send(l.ctx, *t, d)
+		r = l.dp.send.send(l.ctx, *t, d, &l.signers)
 	}
 	select {
 	case l.results <- r:

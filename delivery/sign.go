@@ -8,9 +8,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Signature returns the X-Service-Signature value of body: "sha256=" and
@@ -26,7 +29,7 @@ func Signature(secret string, body []byte) string {
 // "v1," and the base64 HMAC-SHA256 of "id.timestamp.body", keyed with the
 // bytes the base64 after "whsec_" decodes to.
 func StandardSignature(secret, id string, timestamp int64, body []byte) (string, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	key, err := standardKey(secret)
 	if err != nil {
 		return "", err
 	}
@@ -36,44 +39,128 @@ func StandardSignature(secret, id string, timestamp int64, body []byte) (string,
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
 }
 
-// setHeaders sets every header of one attempt. During a rotation's
-// overlap (previous not "") X-Service-Signature is signed with the
-// previous secret, so a receiver that follows the seed keeps verifying
-// until it switches, and webhook-signature carries both signatures, the
-// new one first, as Standard Webhooks allows.
-func setHeaders(h http.Header, secret, previous string, d *Delivery, attempt int, now int64, standard bool, userAgent string) error {
+func standardKey(secret string) ([]byte, error) {
+	return base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+}
+
+// signer computes Signature and StandardSignature for one webhook's
+// secrets with MACs keyed once and reset between attempts: keying a MAC
+// hashes two blocks and allocates its states, and every attempt signs
+// twice (three times during a rotation's overlap). Each loop keeps its
+// signers in a signers pool; a signer is used by one attempt at a time.
+type signer struct {
+	secret, previous string    // what it is keyed with (projections.Target.Signing)
+	seed             hash.Hash // X-Service-Signature's: previous during an overlap, else secret
+	std, stdPrevious hash.Hash // webhook-signature's; stdPrevious nil outside an overlap
+	stdErr           error     // a secret whose key does not decode
+	buf              []byte
+}
+
+func newSigner(secret, previous string) *signer {
+	s := &signer{secret: secret, previous: previous}
 	seedKey := secret
 	if previous != "" {
 		seedKey = previous
 	}
+	s.seed = hmac.New(sha256.New, []byte(seedKey))
+	key, err := standardKey(secret)
+	if err == nil && previous != "" {
+		var prev []byte
+		if prev, err = standardKey(previous); err == nil {
+			s.stdPrevious = hmac.New(sha256.New, prev)
+		}
+	}
+	if err != nil {
+		s.stdErr = err
+		return s
+	}
+	s.std = hmac.New(sha256.New, key)
+	return s
+}
+
+// signature is Signature(seed key, body).
+func (s *signer) signature(body []byte) string {
+	s.seed.Reset()
+	s.seed.Write(body)
+	var sum [sha256.Size]byte
+	s.buf = hex.AppendEncode(append(s.buf[:0], "sha256="...), s.seed.Sum(sum[:0]))
+	return string(s.buf)
+}
+
+// standardSignature is the webhook-signature value: StandardSignature
+// with the secret, followed during an overlap by a space and the one with
+// the previous secret.
+func (s *signer) standardSignature(id string, timestamp int64, body []byte) (string, error) {
+	if s.stdErr != nil {
+		return "", s.stdErr
+	}
+	var scratch [64]byte
+	signed := strconv.AppendInt(append(append(scratch[:0], id...), '.'), timestamp, 10)
+	signed = append(signed, '.')
+	s.buf = s.buf[:0]
+	for i, mac := range []hash.Hash{s.std, s.stdPrevious} {
+		if mac == nil {
+			break
+		}
+		if i > 0 {
+			s.buf = append(s.buf, ' ')
+		}
+		mac.Reset()
+		mac.Write(signed)
+		mac.Write(body)
+		var sum [sha256.Size]byte
+		s.buf = base64.StdEncoding.AppendEncode(append(s.buf, "v1,"...), mac.Sum(sum[:0]))
+	}
+	return string(s.buf), nil
+}
+
+// signers is a loop's pool of signers, which a rotation renews one by one.
+type signers struct{ pool sync.Pool }
+
+// get returns a signer keyed with secret and previous.
+func (p *signers) get(secret, previous string) *signer {
+	if s, _ := p.pool.Get().(*signer); s != nil && s.secret == secret && s.previous == previous {
+		return s
+	}
+	return newSigner(secret, previous)
+}
+
+func (p *signers) put(s *signer) { p.pool.Put(s) }
+
+// setHeaders sets every header of one attempt and returns those that vary
+// from one attempt to the next (all but the derived ones), for its attempt
+// detail.
+// During a rotation's overlap (sg keyed with a previous secret)
+// X-Service-Signature is signed with the previous secret, so a receiver
+// that follows the seed keeps verifying until it switches, and
+// webhook-signature carries both signatures, the new one first, as
+// Standard Webhooks allows.
+func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, standard bool, userAgent string) (map[string]string, error) {
+	varies := make(map[string]string, 4)
 	// Canonical keys set directly, their values in one array: a delivery
 	// sends these on every attempt.
 	vals := make([]string, 0, 9)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+		if !slices.Contains(derived, k) {
+			varies[k] = v
+		}
 	}
 	set("Content-Type", "application/json")
 	set("User-Agent", userAgent)
-	set("X-Service-Signature", Signature(seedKey, d.Body))
+	set("X-Service-Signature", sg.signature(d.Body))
 	set("X-Service-Event-Id", d.EventID)
 	set("X-Service-Webhook-Id", d.WebhookID)
 	set("X-Service-Delivery-Attempt", strconv.Itoa(attempt))
 	if standard {
-		sig, err := StandardSignature(secret, d.EventID, now, d.Body)
+		sig, err := sg.standardSignature(d.EventID, now, d.Body)
 		if err != nil {
-			return err
-		}
-		if previous != "" {
-			old, err := StandardSignature(previous, d.EventID, now, d.Body)
-			if err != nil {
-				return err
-			}
-			sig += " " + old
+			return nil, err
 		}
 		set("Webhook-Id", d.EventID)
 		set("Webhook-Timestamp", strconv.FormatInt(now, 10))
 		set("Webhook-Signature", sig)
 	}
-	return nil
+	return varies, nil
 }
