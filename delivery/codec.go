@@ -1,6 +1,9 @@
 package delivery
 
 import (
+	"slices"
+	"sync"
+
 	"demosvc/eventlog"
 	"demosvc/eventlog/msgp"
 )
@@ -83,38 +86,82 @@ func headersSize(h map[string]string) int {
 	return n
 }
 
+// writeBuf holds one write's puts, their keys and values in one buffer.
+// Buffers are reused from write to write (writeBufs): a stateWriter has
+// copied the puts when StartWriteSync returns, and every delivery is
+// written twice, its body each time, beside its attempt's detail.
+type writeBuf struct {
+	b    []byte
+	puts []eventlog.Put
+}
+
+var writeBufs = sync.Pool{New: func() any { return new(writeBuf) }}
+
+// maxPooledWrite is the largest buffer kept for another write: a step of
+// new deliveries (maxCollectBytes of bodies) fits.
+const maxPooledWrite = 2 * maxCollectBytes
+
+// keptAttempt is the detail of an attempt of delivery id, waiting for its
+// batch's write.
+type keptAttempt struct {
+	id     string
+	detail Attempt
+}
+
 // encode returns the puts that store ds and, if indexed, their entries in
-// the event index: keys and values in one buffer, with room for one more
-// put.
-func encode(wh string, ds []*Delivery, indexed bool) []eventlog.Put {
-	size, n := 0, len(ds)
+// the event index, then the details of attempts, with room for more puts.
+// Release it once its puts are written.
+func encode(wh string, ds []*Delivery, indexed bool, attempts []keptAttempt) *writeBuf {
+	size, n := 0, len(ds)*(1+btoi(indexed))+len(attempts)
 	for _, d := range ds {
 		size += 2*(len(wh)+len(d.ID)+16) + deliverySize(d)
 	}
-	if indexed {
-		n *= 2
+	for i := range attempts {
+		size += len(wh) + len(attempts[i].id) + 8 + attemptSize(&attempts[i].detail)
 	}
-	buf := make([]byte, 0, size)
-	puts := make([]eventlog.Put, 0, n+1)
+	w := writeBufs.Get().(*writeBuf)
+	w.b = slices.Grow(w.b[:0], size) // enough: no put's bytes move
+	w.puts = slices.Grow(w.puts[:0], n+4)
 	for _, d := range ds {
-		k := len(buf)
-		buf = appendDeliveryKey(buf, wh, d.ID)
-		v := len(buf)
-		buf = appendDelivery(buf, d)
-		puts = append(puts, eventlog.Put{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)]})
+		k := len(w.b)
+		w.b = appendDeliveryKey(w.b, wh, d.ID)
+		v := len(w.b)
+		w.b = appendDelivery(w.b, d)
+		w.add(k, v)
 		if indexed {
-			k = len(buf)
-			buf = appendEventIndexKey(buf, wh, d.Seq, d.ID)
-			puts = append(puts, eventlog.Put{Key: buf[k:len(buf):len(buf)]})
+			k = len(w.b)
+			w.b = appendEventIndexKey(w.b, wh, d.Seq, d.ID)
+			w.puts = append(w.puts, eventlog.Put{Key: w.b[k:len(w.b):len(w.b)]})
 		}
 	}
-	return puts
+	for i := range attempts {
+		a := &attempts[i]
+		k := len(w.b)
+		w.b = appendAttemptKey(w.b, wh, a.id, a.detail.N)
+		v := len(w.b)
+		w.b = appendAttempt(w.b, &a.detail)
+		w.add(k, v)
+	}
+	return w
 }
 
-// encodeAttempt returns the put that stores a, key and value in one buffer.
-func encodeAttempt(wh, id string, a *Attempt) eventlog.Put {
-	b := appendAttemptKey(make([]byte, 0, len(wh)+len(id)+8+attemptSize(a)), wh, id, a.N)
-	k := len(b)
-	b = appendAttempt(b, a)
-	return eventlog.Put{Key: b[:k:k], Value: b[k:]}
+// add puts the key w.b[k:v] with the value from v to the end, neither
+// reaching into the next.
+func (w *writeBuf) add(k, v int) {
+	w.puts = append(w.puts, eventlog.Put{Key: w.b[k:v:v], Value: w.b[v:len(w.b):len(w.b)]})
+}
+
+// release hands w back for another write, once its puts are written.
+func (w *writeBuf) release() {
+	clear(w.puts) // nor keep another write's extra puts alive
+	if cap(w.b) <= maxPooledWrite {
+		writeBufs.Put(w)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

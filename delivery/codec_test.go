@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -54,7 +55,8 @@ func TestDeliveryEncodingIsMsgpacks(t *testing.T) {
 		ds = append(ds, d)
 	}
 	for _, indexed := range []bool{false, true} {
-		puts := encode("wh_1", ds, indexed)
+		w := encode("wh_1", ds, indexed, nil)
+		puts := w.puts
 		if want := len(ds) * (1 + btoi(indexed)); len(puts) != want || cap(puts) < want+1 {
 			t.Fatalf("indexed %v: %d puts (room for %d), want %d and room for one more", indexed, len(puts), cap(puts), want)
 		}
@@ -74,14 +76,8 @@ func TestDeliveryEncodingIsMsgpacks(t *testing.T) {
 				t.Fatalf("put %d: key or value can be appended to over its neighbour", i)
 			}
 		}
+		w.release()
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // appendAttempt writes what msgpack.Marshal writes (header maps of more
@@ -100,6 +96,7 @@ func TestAttemptEncodingIsMsgpacks(t *testing.T) {
 		}
 		return h
 	}
+	var kept []keptAttempt
 	for i := 0; i < 300; i++ {
 		a := &Attempt{N: int(r.int()), StartedAt: r.int(), DurationMS: r.int(), StatusCode: int(r.int()), Error: r.str(),
 			RequestHeaders: headers(), ResponseHeaders: headers(), ResponseBody: r.bin()}
@@ -124,12 +121,30 @@ func TestAttemptEncodingIsMsgpacks(t *testing.T) {
 		if len(got) > attemptSize(a) {
 			t.Fatalf("attempt %d: %d bytes, more than attemptSize's %d", i, len(got), attemptSize(a))
 		}
-		put := encodeAttempt("wh_1", "dlv_1", a)
-		if !bytes.Equal(put.Key, attemptKey("wh_1", "dlv_1", a.N)) {
-			t.Fatalf("attempt %d: key %q, not the attempt's", i, put.Key)
+		kept = append(kept, keptAttempt{id: fmt.Sprintf("dlv_%d", i), detail: *a})
+	}
+	// A write's attempts follow its deliveries, in one buffer that
+	// encode's estimate holds without moving any put's bytes.
+	d := &Delivery{ID: "dlv_x", Body: []byte("{}")}
+	w := encode("wh_1", []*Delivery{d}, false, kept)
+	defer w.release()
+	if len(w.puts) != 1+len(kept) || !bytes.Equal(w.puts[0].Value, appendDelivery(nil, d)) {
+		t.Fatalf("%d puts, want the delivery then %d attempts", len(w.puts), len(kept))
+	}
+	for i, p := range w.puts[1:] {
+		a := &kept[i]
+		if !bytes.Equal(p.Key, attemptKey("wh_1", a.id, a.detail.N)) {
+			t.Fatalf("attempt %d: key %q, not the attempt's", i, p.Key)
 		}
-		if len(put.Value) != len(got) || cap(put.Key) != len(put.Key) {
-			t.Fatalf("attempt %d: value of %d bytes (want %d), or a key that can be appended to over it", i, len(put.Value), len(got))
+		var back Attempt
+		if err := msgpack.Unmarshal(p.Value, &back); err != nil || !reflect.DeepEqual(back, a.detail) {
+			t.Fatalf("attempt %d did not read back from its put (%v)", i, err)
 		}
+		if cap(p.Key) != len(p.Key) || cap(p.Value) != len(p.Value) {
+			t.Fatalf("attempt %d: key or value can be appended to over its neighbour", i)
+		}
+	}
+	if &w.b[0] != &w.puts[0].Key[0] {
+		t.Fatal("the puts are not in the write's one buffer: it moved while they were encoded")
 	}
 }

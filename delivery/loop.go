@@ -75,7 +75,7 @@ type write struct {
 	err      error       // wait's result
 	fresh    []*Delivery // new deliveries, sent once stored
 	outcomes []*Delivery // deliveries with an attempt's outcome
-	attempts []eventlog.Put
+	attempts []keptAttempt
 }
 
 func newLoop(dp *Dispatcher, t projections.Target) *loop {
@@ -378,12 +378,12 @@ func (l *loop) record(results ...result) error {
 		if d == nil {
 			continue
 		}
-		put := l.keepAttempt(d, r, &failing)
+		kept := l.keepAttempt(d, r, &failing)
 		if len(l.unwritten.outcomes) == 0 {
 			l.heldSince = l.dp.clock.Now()
 		}
 		l.unwritten.outcomes = append(l.unwritten.outcomes, d)
-		l.unwritten.attempts = append(l.unwritten.attempts, put)
+		l.unwritten.attempts = append(l.unwritten.attempts, kept)
 	}
 	if len(l.unwritten.outcomes) == n {
 		return nil
@@ -427,10 +427,10 @@ func (l *loop) flush() error {
 	if err != nil {
 		return err
 	}
-	puts := append(append(w.attempts, hours...), failingPut(l.t.ID, l.failing, l.failingVersion))
+	extra := append(hours, failingPut(l.t.ID, l.failing, l.failingVersion))
 	delFrom, delTo := l.hours.prune(l.t.ID)
 	return l.start(w, func() func() error {
-		return l.dp.store.startPutWith(l.t.ID, puts, delFrom, delTo, w.outcomes...)
+		return l.dp.store.startPutOutcomes(l.t.ID, w.outcomes, w.attempts, extra, delFrom, delTo)
 	})
 }
 

@@ -140,8 +140,8 @@ func (l *loop) failingFor(version uint64) int64 {
 }
 
 // keepAttempt numbers the attempt r of d, moves the failing mark, and
-// returns the put that stores the attempt's detail.
-func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) eventlog.Put {
+// returns the attempt's detail to store.
+func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) keptAttempt {
 	d.Serial++
 	r.detail.N = d.Serial
 	if r.detail.Error == "" && d.Status != StatusSucceeded {
@@ -152,7 +152,7 @@ func (l *loop) keepAttempt(d *Delivery, r result, failing *int64) eventlog.Put {
 	} else if *failing == 0 {
 		*failing = r.detail.StartedAt
 	}
-	return encodeAttempt(l.t.ID, d.ID, &r.detail)
+	return keptAttempt{id: d.ID, detail: r.detail}
 }
 
 // failedTooLong reports whether every attempt has failed for

@@ -65,6 +65,8 @@ type deliveryStore struct {
 // (eventlog.Log.WriteSync), which on a single node writes to its store
 // and on a cluster node appends them to the replicated log, so that every
 // node holds the cursors and attempt log a new dispatcher resumes from.
+// Both copy the puts before they return, and a write's buffer is reused
+// then (writeBuf): an implementation must not keep them.
 type stateWriter interface {
 	WriteSync(puts []eventlog.Put, delFrom, delTo []byte) error
 	StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) (wait func() error)
@@ -151,15 +153,31 @@ func (s deliveryStore) putWith(wh string, extra []eventlog.Put, delFrom, delTo [
 // startPutWith is putWith that returns once the write is in the WAL,
 // with the wait for its fsync (eventlog.Log.StartWriteSync).
 func (s deliveryStore) startPutWith(wh string, extra []eventlog.Put, delFrom, delTo []byte, ds ...*Delivery) (wait func() error) {
-	return s.w.StartWriteSync(append(encode(wh, ds, false), extra...), delFrom, delTo)
+	return s.startPut(encode(wh, ds, false, nil), extra, delFrom, delTo)
+}
+
+// startPutOutcomes stores ds with the details of their attempts, extra,
+// and deletes the keys in [delFrom, delTo), in one synced write; it
+// returns once the write is in the WAL, with the wait for its fsync.
+func (s deliveryStore) startPutOutcomes(wh string, ds []*Delivery, attempts []keptAttempt, extra []eventlog.Put, delFrom, delTo []byte) (wait func() error) {
+	return s.startPut(encode(wh, ds, false, attempts), extra, delFrom, delTo)
 }
 
 // startPutWithCursor stores ds, their event index and the webhook's cursor
 // moved to cursor in one synced write, a crash leaving either all or none;
 // it returns once the write is in the WAL, with the wait for its fsync.
 func (s deliveryStore) startPutWithCursor(wh string, cursor uint64, ds []*Delivery) (wait func() error) {
-	puts := append(encode(wh, ds, true), eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)})
-	return s.w.StartWriteSync(puts, nil, nil)
+	cur := eventlog.Put{Key: cursorKey(wh), Value: binary.BigEndian.AppendUint64(nil, cursor)}
+	return s.startPut(encode(wh, ds, true, nil), []eventlog.Put{cur}, nil, nil)
+}
+
+// startPut starts the write of w's puts and extra, and releases w: the
+// writer has copied them when StartWriteSync returns.
+func (s deliveryStore) startPut(w *writeBuf, extra []eventlog.Put, delFrom, delTo []byte) (wait func() error) {
+	w.puts = append(w.puts, extra...)
+	wait = s.w.StartWriteSync(w.puts, delFrom, delTo)
+	w.release()
+	return wait
 }
 
 // forget drops a webhook's cursor and attempt log.
