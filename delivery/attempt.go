@@ -62,10 +62,10 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 		return r
 	}
 	sg := keys.get(t.Signing(now))
-	req.Header = make(http.Header, 12) // what setHeaders sets, without growing
+	req.Header = sg.header()
 	r.detail.RequestHeaders, err = setHeaders(req.Header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent)
-	keys.put(sg)
 	if err != nil {
+		keys.put(sg)
 		r.err = err
 		return r
 	}
@@ -99,6 +99,9 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 		_, err = io.Copy(io.Discard, body)
 	}
 	resp.Body.Close()
+	// Only now may the request's header block be reused (the contract of
+	// http.RoundTripper); after a failed round trip it is left to the GC.
+	keys.put(sg)
 	if len(head) > 0 {
 		r.detail.ResponseBody = head
 	}

@@ -46,14 +46,17 @@ func standardKey(secret string) ([]byte, error) {
 // signer computes Signature and StandardSignature for one webhook's
 // secrets with MACs keyed once and reset between attempts: keying a MAC
 // hashes two blocks and allocates its states, and every attempt signs
-// twice (three times during a rotation's overlap). Each loop keeps its
-// signers in a signers pool; a signer is used by one attempt at a time.
+// twice (three times during a rotation's overlap). It also holds the
+// header block an attempt sends. Each loop keeps its signers in a signers
+// pool; a signer is used by one attempt at a time.
 type signer struct {
 	secret, previous string    // what it is keyed with (projections.Target.Signing)
 	seed             hash.Hash // X-Service-Signature's: previous during an overlap, else secret
 	std, stdPrevious hash.Hash // webhook-signature's; stdPrevious nil outside an overlap
 	stdErr           error     // a secret whose key does not decode
 	buf              []byte
+	h                http.Header
+	vals             []string // h's values, in one array
 }
 
 func newSigner(secret, previous string) *signer {
@@ -76,6 +79,15 @@ func newSigner(secret, previous string) *signer {
 	}
 	s.std = hmac.New(sha256.New, key)
 	return s
+}
+
+// header returns the signer's header block, empty.
+func (s *signer) header() http.Header {
+	if s.h == nil {
+		s.h = make(http.Header, 12) // what setHeaders sets, without growing
+	}
+	clear(s.h)
+	return s.h
 }
 
 // signature is Signature(seed key, body).
@@ -139,7 +151,8 @@ func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, 
 	varies := make(map[string]string, 4)
 	// Canonical keys set directly, their values in one array: a delivery
 	// sends these on every attempt.
-	vals := make([]string, 0, 9)
+	vals := slices.Grow(sg.vals[:0], 9)
+	defer func() { sg.vals = vals }()
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
