@@ -37,7 +37,7 @@ type loop struct {
 	throttle       throttle                           // rate_limit_per_second
 	nextPrune      time.Time                          // the next retention step (retention.go)
 	hours          hourlyCounts                       // attempts' outcomes of the current hours
-	signers        signers                            // attempts' keyed MACs
+	signers        signers                            // attempts' keyed MACs and header blocks
 
 	// Writes whose fsync has not returned, oldest first: the loop starts
 	// them and goes on; awaitWrites waits for each in turn and hands it
