@@ -151,8 +151,8 @@ func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, 
 	varies := make(map[string]string, 4)
 	// Canonical keys set directly, their values in one array: a delivery
 	// sends these on every attempt.
-	vals := slices.Grow(sg.vals[:0], 9)
-	defer func() { sg.vals = vals }()
+	sg.vals = slices.Grow(sg.vals[:0], 9)
+	vals := sg.vals
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
