@@ -41,11 +41,12 @@ func newTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
 		DialContext: func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
 		// Many webhooks may share a host, each with up to
 		// delivery.concurrency attempts: keep their connections.
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   timeout,
-		ResponseHeaderTimeout: timeout,
-		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: timeout,
+		// No ResponseHeaderTimeout: each attempt's context ends the
+		// whole exchange after delivery.timeout, never later.
+		ForceAttemptHTTP2: true,
 		// No Accept-Encoding: a receiver's answer is read for its status
 		// and its first 4 KiB, kept as sent, and the receiver parses one
 		// header less.
