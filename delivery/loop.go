@@ -38,6 +38,7 @@ type loop struct {
 	nextPrune      time.Time                          // the next retention step (retention.go)
 	hours          hourlyCounts                       // attempts' outcomes of the current hours
 	signers        signers                            // attempts' keyed MACs and header blocks
+	requests       requests                           // attempts' requests, from the URL parsed once
 
 	// Writes whose fsync has not returned, oldest first: the loop starts
 	// them and goes on; awaitWrites waits for each in turn and hands it
@@ -47,6 +48,7 @@ type loop struct {
 	inflight  int
 	unwritten write     // outcomes recorded since the last write started
 	heldSince time.Time // when the oldest of them was recorded
+	spare     write     // a stored write's slices of outcomes, for the next unwritten
 }
 
 // maxWritesInFlight bounds a loop's writes awaiting their fsync; written
@@ -356,7 +358,7 @@ var errWebhookGone = errors.New("webhook deleted or disabled")
 func (l *loop) attempt(d Delivery) {
 	r := result{id: d.ID, err: errWebhookGone}
 	if t, ok := l.current(); ok {
-		r = l.dp.send.send(l.ctx, *t, d, &l.signers)
+		r = l.dp.send.send(l.ctx, *t, d, &l.signers, &l.requests)
 	}
 	select {
 	case l.results <- r:
@@ -422,7 +424,7 @@ func (l *loop) flush() error {
 	if len(w.outcomes) == 0 || l.ctx.Err() != nil {
 		return nil // nothing, or the webhook is gone: write nothing more
 	}
-	l.unwritten = write{}
+	l.unwritten, l.spare = l.spare, write{}
 	hours, err := l.hourPuts()
 	if err != nil {
 		return err
@@ -474,6 +476,12 @@ func (l *loop) stored(w write) error {
 		} else {
 			delete(l.pending, d.ID)
 		}
+	}
+	if w.outcomes != nil {
+		// Kept for the next batch, not grown anew for each.
+		clear(w.outcomes)
+		clear(w.attempts)
+		l.spare = write{outcomes: w.outcomes[:0], attempts: w.attempts[:0]}
 	}
 	return nil
 }
