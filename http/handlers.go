@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/julienschmidt/httprouter"
-
 	"demosvc/delivery"
 	"demosvc/projections"
 )
@@ -25,7 +23,7 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.CreateAgent(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.CreateAgent(r.Context(), principal(w), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -34,7 +32,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Agents(principal(r).Account.ID, q.ListQuery, q.Filters["status"])
+	page, err := s.deps.State.Agents(principal(w).Account.ID, q.ListQuery, q.Filters["status"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -43,7 +41,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Agent(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Agent(principal(w).Account.ID, param(w, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -68,7 +66,7 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
-	v, err := s.deps.State.UpdateAgent(r.Context(), principal(r), param(r, "id"), patch)
+	v, err := s.deps.State.UpdateAgent(r.Context(), principal(w), param(w, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -82,7 +80,7 @@ func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.StartSession(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.StartSession(r.Context(), principal(w), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -99,7 +97,7 @@ func (s *Server) sessionAction(act func(p *projections.Projections, ctx context.
 		if !ok {
 			return
 		}
-		v, err := act(s.deps.State, r.Context(), principal(r), param(r, "id"), f, idem)
+		v, err := act(s.deps.State, r.Context(), principal(w), param(w, "id"), f, idem)
 		s.respond(w, r, http.StatusOK, v, err)
 	}
 }
@@ -114,7 +112,7 @@ func (s *Server) handleBookMeeting(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := s.deps.State.BookMeeting(r.Context(), principal(r), param(r, "id"), in, idem)
+	v, err := s.deps.State.BookMeeting(r.Context(), principal(w), param(w, "id"), in, idem)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -126,7 +124,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	f := projections.SessionFilter{AgentID: q.Filters["agent_id"], ContactID: q.Filters["contact_id"], Status: q.Filters["status"]}
 	buf := pageBuffers.Get().(*[]byte)
 	defer putPageBuffer(buf)
-	body, lastID, more, err := s.deps.State.SessionsJSON((*buf)[:0], principal(r).Account.ID, f, q.ListQuery)
+	body, lastID, more, err := s.deps.State.SessionsJSON((*buf)[:0], principal(w).Account.ID, f, q.ListQuery)
 	*buf = body
 	if err != nil {
 		s.writeError(w, r, err)
@@ -139,7 +137,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	body, err := s.deps.State.SessionJSON(principal(r).Account.ID, param(r, "id"))
+	body, err := s.deps.State.SessionJSON(principal(w).Account.ID, param(w, "id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -157,7 +155,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apiError(projections.EInvalid, "email", "email must not be empty; leave it out to list every contact"))
 		return
 	}
-	page, err := s.deps.State.Contacts(principal(r).Account.ID, q.ListQuery, email)
+	page, err := s.deps.State.Contacts(principal(w).Account.ID, q.ListQuery, email)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -166,7 +164,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Contact(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Contact(principal(w).Account.ID, param(w, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -194,10 +192,6 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 }
 
 var newline = []byte{'\n'}
-
-func param(r *http.Request, name string) string {
-	return httprouter.ParamsFromContext(r.Context()).ByName(name)
-}
 
 // decodeBody decodes the JSON body into v and returns its bytes; on failure
 // it has answered.
@@ -282,7 +276,7 @@ func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sealAnswers(idem) // the answer holds the secret
-	v, err := s.deps.State.RegisterWebhook(r.Context(), principal(r), in, idem)
+	v, err := s.deps.State.RegisterWebhook(r.Context(), principal(w), in, idem)
 	s.respondSealed(w, r, http.StatusCreated, v, err)
 }
 
@@ -291,7 +285,7 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	page, err := s.deps.State.Webhooks(principal(r).Account.ID, q.ListQuery)
+	page, err := s.deps.State.Webhooks(principal(w).Account.ID, q.ListQuery)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -300,12 +294,12 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
-	v, err := s.deps.State.Webhook(principal(r).Account.ID, param(r, "id"))
+	v, err := s.deps.State.Webhook(principal(w).Account.ID, param(w, "id"))
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
 func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
-	if err := s.deps.State.DeleteWebhook(r.Context(), principal(r), param(r, "id")); err != nil {
+	if err := s.deps.State.DeleteWebhook(r.Context(), principal(w), param(w, "id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -315,7 +309,7 @@ func (s *Server) handleDeleteWebhook(w http.ResponseWriter, r *http.Request) {
 // deliveriesOf answers the request with an error and returns false unless
 // wh is a webhook of the caller's account and deliveries run here.
 func (s *Server) deliveriesOf(w http.ResponseWriter, r *http.Request, wh string) bool {
-	if _, err := s.deps.State.Webhook(principal(r).Account.ID, wh); err != nil {
+	if _, err := s.deps.State.Webhook(principal(w).Account.ID, wh); err != nil {
 		s.writeError(w, r, err)
 		return false
 	}
@@ -336,7 +330,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	wh := param(r, "id")
+	wh := param(w, "id")
 	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
@@ -357,7 +351,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
-	wh, id := param(r, "id"), param(r, "delivery_id")
+	wh, id := param(w, "id"), param(w, "delivery_id")
 	if !s.deliveriesOf(w, r, wh) {
 		return
 	}

@@ -63,9 +63,13 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 // GET: a HEAD is answered as the GET would be, without the body (net/http
 // drops it).
 func handle(r *httprouter.Router, method, path string, h http.HandlerFunc) {
-	r.Handler(method, path, h)
+	withParams := func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
+		w.(*exchange).params = ps
+		h(w, req)
+	}
+	r.Handle(method, path, withParams)
 	if method == http.MethodGet {
-		r.Handler(http.MethodHead, path, h)
+		r.Handle(http.MethodHead, path, withParams)
 	}
 }
 
@@ -134,6 +138,6 @@ type AccountView struct {
 }
 
 func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
-	a := principal(r).Account
+	a := principal(w).Account
 	writeJSON(w, http.StatusOK, AccountView{ID: a.ID, Name: a.Name, Plan: a.Plan, RateLimitPerMinute: s.planLimit(a)})
 }

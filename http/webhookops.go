@@ -35,7 +35,7 @@ func (s *Server) handleUpdateWebhook(w http.ResponseWriter, r *http.Request) {
 	if in.Events != nil {
 		patch.Events = append([]string{}, *in.Events...)
 	}
-	v, err := s.deps.State.UpdateWebhook(r.Context(), principal(r), param(r, "id"), patch)
+	v, err := s.deps.State.UpdateWebhook(r.Context(), principal(w), param(w, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
@@ -99,7 +99,7 @@ func (s *Server) handleRotateSecret(w http.ResponseWriter, r *http.Request) {
 	if in.PreviousExpiresIn != nil {
 		expires = *in.PreviousExpiresIn
 	}
-	v, err := s.deps.State.RotateWebhookSecret(r.Context(), principal(r), param(r, "id"), expires, idem)
+	v, err := s.deps.State.RotateWebhookSecret(r.Context(), principal(w), param(w, "id"), expires, idem)
 	s.respondSealed(w, r, http.StatusOK, v, err)
 }
 
@@ -122,7 +122,7 @@ func (s *Server) handleTestWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := SendTest(r.Context(), s.deps.State, s.deps.Deliveries, principal(r), param(r, "id"), in.Message, idem)
+	v, err := SendTest(r.Context(), s.deps.State, s.deps.Deliveries, principal(w), param(w, "id"), in.Message, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
 }
 
@@ -188,7 +188,7 @@ func (s *Server) redeliver(mode string) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		pr, wh := principal(r), param(r, "id")
+		pr, wh := principal(w), param(w, "id")
 		if err := s.deps.State.WebhookSendable(pr.Account.ID, wh); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -233,7 +233,7 @@ func Redeliver(ctx context.Context, st *projections.Projections, dp *delivery.Di
 }
 
 func (s *Server) handleGetDelivery(w http.ResponseWriter, r *http.Request) {
-	wh, id := param(r, "id"), param(r, "delivery_id")
+	wh, id := param(w, "id"), param(w, "delivery_id")
 	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
