@@ -38,11 +38,12 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 }
 
 // readBody reads all of rd, a body that declared length bytes (-1:
-// unknown). One that declares a length within limit is read into a buffer
-// of that length (net/http ends it there): io.ReadAll starts at 512 bytes,
-// more than most bodies of this API, and grows by copying past that.
+// unknown). One that declares a small length within limit is read into a
+// buffer of that length (net/http ends it there): io.ReadAll starts at 512
+// bytes, more than most bodies of this API. A larger one is read as it
+// comes, so that a length declared and not sent costs no memory.
 func readBody(rd io.Reader, length, limit int64) ([]byte, error) {
-	if length < 0 || length > limit {
+	if length < 0 || length > min(limit, maxPresizedBody) {
 		return io.ReadAll(rd)
 	}
 	body := make([]byte, length)
@@ -51,6 +52,9 @@ func readBody(rd io.Reader, length, limit int64) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// maxPresizedBody is the largest body readBody allocates before reading.
+const maxPresizedBody = 16 << 10
 
 // decodeStrict decodes one JSON object into v, refusing anything but an
 // object, unknown or differently-cased fields, a field given twice, wrong
