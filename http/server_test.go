@@ -205,6 +205,49 @@ func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {
 	}
 }
 
+// A body is read whatever length it declares: exactly (small, or past
+// what is allocated before reading), unknown (chunked), more than it
+// sends, or, unknown, more than the limit.
+func TestReadJSONTakesEveryDeclaredLength(t *testing.T) {
+	ts := newTestServer(t, func(c *config.Config) { c.HTTP.MaxBodyBytes = 64 << 10 })
+	large := strings.Repeat("x", maxPresizedBody)
+	for _, tc := range []struct {
+		name, value string
+		length      int64 // -2: the body's own
+		code        string
+		contains    string
+	}{
+		{"exact", "ok", -2, "", ""},
+		{"exact, past the presized size", large, -2, "", ""},
+		{"unknown", "ok", -1, "", ""},
+		{"unknown and too large", strings.Repeat("x", 70<<10), -1, "payload_too_large", "65536 bytes"},
+		{"more than sent", "ok", 40, "invalid_request", "reading the request body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"name":"` + tc.value + `"}`
+			req := httptest.NewRequest("POST", "/x", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.length != -2 {
+				req.ContentLength = tc.length
+			}
+			var in struct {
+				Name string `json:"name"`
+			}
+			_, err := ts.readJSON(httptest.NewRecorder(), req, &in)
+			if tc.code == "" {
+				if err != nil || in.Name != tc.value {
+					t.Fatalf("err = %v, name of %d bytes; want nil, %d bytes", err, len(in.Name), len(tc.value))
+				}
+				return
+			}
+			e, ok := shown(err)
+			if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.contains) {
+				t.Errorf("err = %v; want %s containing %q", err, tc.code, tc.contains)
+			}
+		})
+	}
+}
+
 func TestHugeHeadersAndBadKeysNeverGiveA5xx(t *testing.T) {
 	ts := newTestServer(t, nil)
 	srv := httptest.NewUnstartedServer(ts)
