@@ -15,10 +15,10 @@ import (
 )
 
 // exchange is what the outer middleware learns about one request as it is
-// served: the route pattern, the caller and the status. It also carries
-// the route's parameters and the authenticated caller to the handler, in
-// place of the request's context: each value put there costs a copy of
-// the request (Request.WithContext), two on every authenticated route.
+// served: the route pattern, the caller's account and the status. It also
+// carries the route's parameters and the authenticated caller to the
+// handler, in place of the request's context, where each value costs a
+// copy of the request (Request.WithContext).
 type exchange struct {
 	http.ResponseWriter
 	status    int
