@@ -27,6 +27,7 @@ type Projections struct {
 
 	snapMu      sync.Mutex   // one snapshot at a time: SaveSnapshot holds it
 	snapSize    atomic.Int64 // the last snapshot's size, the next one's first buffer
+	snapSizeSeq uint64       // the seq of the snapshot snapSize measured; guarded by snapMu
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
 	idem        *idemIndex // recorded answers inside the window; writer-owned

@@ -327,3 +327,58 @@ func TestSnapshotsWhileCommandsRun(t *testing.T) {
 	}
 	t.Logf("%d snapshots while %d events were written", snapshots, e.log.DurableSeq())
 }
+
+// TestSnapshotEncodingAllocatesPerSnapshotNotPerObject counts the
+// allocations of one encoding: its buffer, the cut's lists and maps, never
+// one per object. Pre-images kept by value made the encoder's loop
+// variable escape, an allocation for each session of every snapshot.
+func TestSnapshotEncodingAllocatesPerSnapshotNotPerObject(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	agent := e.agent(pr, "a")
+	const sessions = 400
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range sessions / 8 {
+				e.session(pr, agent.ID, fmt.Sprintf("p%d.%d@example.com", w, i))
+			}
+		}()
+	}
+	wg.Wait()
+	e.p.snapMu.Lock()
+	defer e.p.snapMu.Unlock()
+	allocs := testing.AllocsPerRun(5, func() {
+		if _, _, err := e.p.encodeInSteps(0, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > sessions/10 {
+		t.Errorf("encoding %d sessions allocates %.0f times, want a few per snapshot", sessions, allocs)
+	}
+	t.Logf("%.0f allocations to encode %d sessions", allocs, sessions)
+}
+
+// TestSnapshotBufferGrowsWithTheLog checks the first capacity of a
+// snapshot's buffer: the last size grown with the log and an eighth, at
+// most tripled.
+func TestSnapshotBufferGrowsWithTheLog(t *testing.T) {
+	for _, c := range []struct {
+		size         int64
+		lastSeq, seq uint64
+		want         int
+	}{
+		{0, 0, 100, 0},                     // no snapshot yet in this process
+		{1 << 20, 0, 100, 1 << 20},         // a size without its seq: as it was
+		{100 << 20, 1000, 1000, 100 << 20}, // nothing since
+		{100 << 20, 1000, 900, 100 << 20},  // a cut behind it
+		{80 << 20, 1000, 2000, 180 << 20},  // doubled, and an eighth
+		{100 << 20, 1000, 5000, 300 << 20}, // at most tripled
+	} {
+		if got := snapBuffer(c.size, c.lastSeq, c.seq) - snapHeadroom; got != c.want {
+			t.Errorf("snapBuffer(%d, %d, %d) = headroom + %d, want + %d", c.size, c.lastSeq, c.seq, got, c.want)
+		}
+	}
+}
