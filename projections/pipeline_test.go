@@ -124,3 +124,69 @@ func TestAuthenticationChangesOnlyWhenDurable(t *testing.T) {
 		t.Error("the key still authenticates after its revocation was acknowledged")
 	}
 }
+
+// doneCounter is a context that counts how often its Done channel is
+// asked for.
+type doneCounter struct {
+	context.Context
+	calls int
+}
+
+func (c *doneCounter) Done() <-chan struct{} { c.calls++; return c.Context.Done() }
+
+// TestDoAsksForDoneOnlyWhenTheWriterIsBehind: a command that finds room in
+// the queue never asks its context for Done (net/http's request context
+// allocates the channel then); one that finds the queue full waits on it,
+// and leaves with the context's error when it ends first.
+func TestDoAsksForDoneOnlyWhenTheWriterIsBehind(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	nothing := Command{Decide: func(*State) ([]any, []eventlog.Put, error) { return nil, nil, nil }}
+
+	ctx := &doneCounter{Context: context.Background()}
+	if _, err := e.p.Do(ctx, nothing); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.calls != 0 {
+		t.Errorf("a command queued at once asked for Done %d times", ctx.calls)
+	}
+
+	// The writer takes one command and waits for the state's lock, held
+	// here; maxGroup more fill the queue.
+	e.p.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			e.p.mu.Unlock()
+		}
+	}()
+	errs := make(chan error, maxGroup+1)
+	for range maxGroup + 1 {
+		go func() {
+			_, err := e.p.Do(context.Background(), nothing)
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.p.queue) < cap(e.p.queue) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue holds %d of %d", len(e.p.queue), cap(e.p.queue))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	ctx = &doneCounter{Context: cancelled}
+	if _, err := e.p.Do(ctx, nothing); err != context.Canceled {
+		t.Errorf("a cancelled command facing a full queue: %v, want context.Canceled", err)
+	}
+	if ctx.calls == 0 {
+		t.Error("a command facing a full queue did not wait on its context")
+	}
+	e.p.mu.Unlock()
+	locked = false
+	for range maxGroup + 1 {
+		if err := waitFor(t, errs, "the queued commands"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -78,10 +78,17 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 	}
 	select {
 	case p.queue <- req:
-	case <-p.stop:
-		return nil, eventlog.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		// The queue had room, as it nearly always has: the context's Done
+		// channel, which net/http's request context allocates when first
+		// asked for it, is only asked for when the writer is behind.
+	default:
+		select {
+		case p.queue <- req:
+		case <-p.stop:
+			return nil, eventlog.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	// Once queued, the command is decided and committed whatever the
 	// caller does; waiting for it keeps "acknowledged" meaning "durable".
