@@ -137,11 +137,14 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	body, err := s.deps.State.SessionJSON(principal(w).Account.ID, param(w, "id"))
+	buf := pageBuffers.Get().(*[]byte)
+	defer putPageBuffer(buf)
+	body, err := s.deps.State.SessionJSON((*buf)[:0], principal(w).Account.ID, param(w, "id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	*buf = body
 	writeRawJSON(w, http.StatusOK, body)
 }
 

@@ -51,8 +51,8 @@ func putBodyBuffer(b *bytes.Buffer) {
 	}
 }
 
-// pageBuffers keeps the buffers a page of sessions is written into (about
-// 8.5 KB for 20).
+// pageBuffers keeps the buffers a session, or a page of them, is written
+// into (about 8.5 KB for 20).
 var pageBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 9<<10); return &b }}
 
 func putPageBuffer(b *[]byte) {

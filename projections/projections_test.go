@@ -357,7 +357,7 @@ func TestRacingTransitionsEndEachSessionOnce(t *testing.T) {
 			t.Errorf("%s: %d meeting.booked events", id, c[TypeMeetingBooked])
 		}
 		bookedInLog += int64(c[TypeMeetingBooked])
-		b, err := e.p.SessionJSON(pr.Account.ID, id)
+		b, err := e.p.SessionJSON(nil, pr.Account.ID, id)
 		if err != nil {
 			t.Fatal(err)
 		}

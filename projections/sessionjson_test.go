@@ -99,7 +99,7 @@ func TestSessionJSONShowsWhatWasReported(t *testing.T) {
 	}{meeting.ScheduledAt, meeting.CalendarLink}
 	wants := []sessionJSON{want(0, StatusInProgress), completed, want(2, StatusAbandoned), booked, want(4, StatusInProgress)}
 	for i, w := range wants {
-		b, err := e.p.SessionJSON(pr.Account.ID, w.ID)
+		b, err := e.p.SessionJSON(nil, pr.Account.ID, w.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

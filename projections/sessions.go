@@ -262,10 +262,13 @@ func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, 
 	return append(body, "]}"...), lastID, more, err
 }
 
-// SessionJSON returns one session of account as JSON, written straight from
-// the state.
-func (p *Projections) SessionJSON(account, sessionID string) ([]byte, error) {
-	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(make([]byte, 0, 420)) })
+// SessionJSON appends one session of account to dst as JSON, written
+// straight from the state; with a nil dst it allocates the buffer.
+func (p *Projections) SessionJSON(dst []byte, account, sessionID string) ([]byte, error) {
+	if dst == nil {
+		dst = make([]byte, 0, 420)
+	}
+	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(dst) })
 }
 
 // eachSession calls emit, with the state read-locked, for each session of

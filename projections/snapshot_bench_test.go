@@ -96,7 +96,7 @@ func BenchmarkReadLatencyDuringSnapshots(b *testing.B) {
 					if _, ok := p.Authenticate(key.Key); !ok {
 						b.Error("the key does not authenticate")
 					}
-					if _, err := p.SessionJSON(account, sessions[rng.IntN(len(sessions))]); err != nil {
+					if _, err := p.SessionJSON(nil, account, sessions[rng.IntN(len(sessions))]); err != nil {
 						b.Error(err)
 					}
 					mine = append(mine, time.Since(start))
