@@ -20,6 +20,12 @@ func TestAccessLogWritesSlogsLine(t *testing.T) {
 		time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, east),   // trailing zeros, an offset
 		time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, east),   // the last nanosecond of a second
 		time.Date(2026, 1, 2, 3, 4, 5, 5_000_000, time.UTC), // 5 ms
+		// The same second as the one before, in another zone, then in
+		// the first again: a second's text is kept per location.
+		time.Date(2026, 1, 2, 3, 4, 5, 5_000_000, time.UTC).In(east),
+		time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC),
+		time.Date(1999, 12, 31, 23, 59, 59, 999_000_000, time.UTC),
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
 	}
 	lines := []access{
 		{method: "POST", route: "/v1/sessions", status: 201, duration: 1234567 * time.Nanosecond,
