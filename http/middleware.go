@@ -75,7 +75,7 @@ func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted 
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := f.reqIDs.New()
+	id := f.reqIDs.New(start)
 	w.Header().Set("X-Request-Id", id)
 	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
 	defer func() {
@@ -89,7 +89,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))
 			}
 		}
-		elapsed := time.Since(start)
+		end := time.Now()
+		elapsed := end.Sub(start)
 		f.metrics.observe(ex.route, r.Method, ex.status, elapsed)
 		if ex.status < 500 && !f.access.on {
 			return
@@ -97,13 +98,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		line := access{method: r.Method, route: ex.route, status: ex.status, duration: elapsed,
 			requestID: id, account: ex.account, client: f.proxies.clientAddr(r)}
 		if ex.status < 500 {
-			f.access.write(r.Context(), time.Now(), &line)
+			f.access.write(r.Context(), end, &line)
 			return
 		}
 		// The record is handed to the handler directly, without the
 		// caller's PC: slog would walk the stack for it.
 		if h := f.logger.Handler(); h.Enabled(r.Context(), slog.LevelError) {
-			rec := slog.NewRecord(time.Now(), slog.LevelError, "request", 0)
+			rec := slog.NewRecord(end, slog.LevelError, "request", 0)
 			rec.AddAttrs(line.attrs()...)
 			_ = h.Handle(r.Context(), rec)
 		}

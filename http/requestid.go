@@ -25,10 +25,11 @@ func newRequestIDs() *requestIDs {
 	return r
 }
 
-// New returns "req_" + 26 lowercase ULID characters.
-func (r *requestIDs) New() string {
+// New returns "req_" + 26 lowercase ULID characters, for a request that
+// arrived at t.
+func (r *requestIDs) New(t time.Time) string {
 	var id ulid.ULID
-	_ = id.SetTime(ulid.Timestamp(time.Now()))
+	_ = id.SetTime(ulid.Timestamp(t))
 	copy(id[6:12], r.prefix[:])
 	n := r.n.Add(1)
 	id[12], id[13], id[14], id[15] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
