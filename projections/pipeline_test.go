@@ -190,3 +190,22 @@ func TestDoAsksForDoneOnlyWhenTheWriterIsBehind(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthenticateAllocatesNothing: every authenticated request hashes its
+// key, so the hash is taken from the stack.
+func TestAuthenticateAllocatesNothing(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	key, err := e.p.CreateKey(context.Background(), "cli", pr.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := e.p.Authenticate(key.Key); !ok {
+			t.Fatal("the key does not authenticate")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Authenticate allocates %.1f times a call", allocs)
+	}
+}
