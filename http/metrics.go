@@ -42,8 +42,24 @@ func methodLabel(method string) string {
 
 // codeLabel is the status code if the server writes it (the statuses of
 // errors.go and the successes), else its class ("5xx"): a fixed set
-// whatever a handler does.
+// whatever a handler does. The labels are made once (codeLabels):
+// formatting one was an allocation per request.
 func codeLabel(code int) string {
+	if code >= 0 && code < len(codeLabels) {
+		return codeLabels[code]
+	}
+	return "other"
+}
+
+// codeLabels holds codeLabelOf every status below 600.
+var codeLabels = func() (labels [600]string) {
+	for code := range labels {
+		labels[code] = codeLabelOf(code)
+	}
+	return labels
+}()
+
+func codeLabelOf(code int) string {
 	if code == http.StatusOK || code == http.StatusCreated || code == http.StatusNoContent || slices.Contains(statusCodes, code) {
 		return strconv.Itoa(code)
 	}

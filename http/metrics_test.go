@@ -62,3 +62,17 @@ func TestInventedMethodsAndPathsAddNoSeries(t *testing.T) {
 		t.Errorf("%d request series from four routes; want a handful", requests)
 	}
 }
+
+// A status's label is its code when the server writes that status, else its
+// class, else "other", and taking it allocates nothing.
+func TestCodeLabel(t *testing.T) {
+	for code, want := range map[int]string{200: "200", 201: "201", 204: "204", 404: "404", 429: "429",
+		206: "2xx", 418: "4xx", 599: "5xx", 600: "other", 99: "other", -1: "other", 1 << 20: "other"} {
+		if got := codeLabel(code); got != want {
+			t.Errorf("codeLabel(%d) = %q, want %q", code, got, want)
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { codeLabel(201) }); allocs != 0 {
+		t.Errorf("codeLabel allocates %.1f times a call", allocs)
+	}
+}
