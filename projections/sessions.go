@@ -85,6 +85,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 		return nil, err
 	}
 	sid := p.log.IDs().New(PrefixSession)
+	newContact := p.log.IDs().New(PrefixContact)
 	id, _ := ParseID(PrefixSession, sid)
 	return p.Do(ctx, Command{
 		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
@@ -97,7 +98,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 				return nil, nil, ParamErrorf(EAgentInactive, "agent_id", "agent %s is inactive; activate it to start sessions", in.AgentID)
 			}
 			var events []any
-			var contactID string
+			contactID := newContact
 			if in.ContactID != nil {
 				if _, ok := contactKind.in(s, pr.Account.ID, *in.ContactID); !ok {
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
@@ -106,9 +107,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			} else if c := a.tenant.emails[emailKey(in.Contact.Email)]; c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
-				// Minted here, for a new contact only.
-				contactID = p.log.IDs().New(PrefixContact)
-				events = append(events, &ContactCreated{ContactID: contactID, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
+				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
 			}
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
