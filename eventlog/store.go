@@ -152,8 +152,12 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		ErrorIfNotExists: !opts.Create,
 		CacheSize:        blockCacheSize,
 		MemTableSize:     memTableSize,
-		Logger:           pebbleLogger{logger},
-		EventListener:    &pebble.EventListener{DataCorruption: s.noteDamage},
+		// Replace's excise needs virtual tables; an older store is
+		// upgraded when it opens (one way: demosvc builds older than
+		// this one use the same Pebble, which reads it).
+		FormatMajorVersion: pebble.FormatVirtualSSTables,
+		Logger:             pebbleLogger{logger},
+		EventListener:      &pebble.EventListener{DataCorruption: s.noteDamage},
 	})
 	if err != nil {
 		if errors.Is(err, pebble.ErrCorruption) {
@@ -341,30 +345,47 @@ func (s *Store) WriteUnsynced(puts []Put) error {
 	return b.Commit(pebble.NoSync)
 }
 
-// ingestFile is where Ingest builds its table, in the data dir (the same
+// ingestFile is where Replace builds its table, in the data dir (the same
 // file system as Pebble's, which links it in); a crash can leave one
-// behind, which the next Ingest replaces.
+// behind, which the next Replace replaces.
 const ingestFile = "ingest.sst.tmp"
 
-// Ingest writes puts, sorted by key and all in a bookkeeping keyspace, as
-// one table that Pebble adds to the store whole, durable when it returns:
-// for bulk data (a snapshot's chunks) that must not pass through the WAL,
-// where the log's commits would wait behind it at their next fsync. pace,
-// if set, is called with each value's size before it is written; the file
-// is synced every MiB rather than all at its end.
-func (s *Store) Ingest(puts []Put, pace func(n int) error) (err error) {
+// Replace makes puts, sorted by key and all under prefix (a bookkeeping
+// keyspace), the whole of what prefix holds: one table that Pebble adds
+// to the store while it drops every other key under prefix, in one
+// atomic step, durable when Replace returns. It is for bulk data (a
+// snapshot) that must not pass through the WAL, where the log's commits
+// would wait behind it at their next fsync. pace, if set, is called with
+// each value's size before it is written; the file is synced every MiB
+// rather than all at its end.
+//
+// Dropping is Pebble's excise: the tables under prefix are unlinked, not
+// rewritten, and the new table lands in the bottom level, overlapping
+// nothing. Writing the same data as a plain ingest plus a range deletion
+// through the WAL made Pebble rewrite it twice over: the ingested table
+// overlapped the one it replaced, and the memtable holding the deletion
+// flushed as a table spanning from the log's newest records to the
+// snapshot's keys, which every older snapshot table overlapped.
+func (s *Store) Replace(prefix []byte, puts []Put, pace func(n int) error) (err error) {
+	end := prefixEnd(prefix)
+	if len(prefix) == 0 || prefix[0] == prefixLog || end == nil {
+		return fmt.Errorf("replace of %q: not a bookkeeping keyspace", prefix)
+	}
+	if len(puts) == 0 {
+		return fmt.Errorf("replace of %q: nothing to write", prefix)
+	}
 	for i, p := range puts {
-		if len(p.Key) == 0 || p.Key[0] == prefixLog {
-			return fmt.Errorf("ingest of %q: not a bookkeeping key", p.Key)
+		if !bytes.HasPrefix(p.Key, prefix) {
+			return fmt.Errorf("replace of %q: key %q is outside it", prefix, p.Key)
 		}
 		if i > 0 && bytes.Compare(puts[i-1].Key, p.Key) >= 0 {
-			return fmt.Errorf("ingest of %q: keys out of order", p.Key)
+			return fmt.Errorf("replace of %q: keys out of order at %q", prefix, p.Key)
 		}
 	}
 	name := filepath.Join(s.dir, ingestFile)
 	f, err := s.fsys.Create(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("ingest: %w", err)
+		return fmt.Errorf("replace: %w", err)
 	}
 	defer s.fsys.Remove(name) // Pebble has linked it by then, or failed
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: 1 << 20})
@@ -383,12 +404,25 @@ func (s *Store) Ingest(puts []Put, pace func(n int) error) (err error) {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("ingest: %w", err)
+		return fmt.Errorf("replace: %w", err)
 	}
-	if err := s.db.Ingest(context.Background(), []string{name}); err != nil {
-		return fmt.Errorf("ingest: %w", err)
+	span := pebble.KeyRange{Start: prefix, End: end}
+	if _, err := s.db.IngestAndExcise(context.Background(), []string{name}, nil, nil, span); err != nil {
+		return fmt.Errorf("replace: %w", err)
 	}
 	return nil
+}
+
+// prefixEnd is the first key after every key with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // all 0xff: no key follows them all
 }
 
 // durableView pins a snapshot holding every write whose fsync has returned

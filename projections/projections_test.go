@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
@@ -16,6 +17,8 @@ import (
 
 	"demosvc/eventlog"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -513,8 +516,10 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// A snapshot is written into the slot the stored one does not use: a save
-// that stops before its metadata (a crash) leaves the stored one whole.
+// A snapshot replaces the stored one in one step: a save whose table
+// cannot be written leaves the stored one whole, and a save drops whatever
+// the keyspace held, also a store laid out by builds before Store.Replace
+// (the snapshot in slot 1, half a save's chunks in slot 0).
 func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
 	dir := t.TempDir()
 	e := openEnv(t, dir, DefaultOptions)
@@ -524,31 +529,70 @@ func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, _, _ := e.store.Get(snapMetaKey)
-	var meta snapMeta
-	if err := msgpack.Unmarshal(mb, &meta); err != nil {
-		t.Fatal(err)
-	}
-	// What a save killed half-way leaves: chunks in the other slot, and
-	// the metadata still naming the stored snapshot.
-	if err := e.store.WriteUnsynced([]eventlog.Put{{Key: snapChunkKey(1-meta.Slot, 0), Value: []byte("half a snapshot")}}); err != nil {
-		t.Fatal(err)
-	}
-	e.close()
-	e = openEnv(t, dir, DefaultOptions)
-	if info := e.p.LoadInfo(); info.SnapshotSeq != seq || info.Ignored != "" {
-		t.Errorf("load info %+v, want the stored snapshot at seq %d", info, seq)
-	}
-	// The next save goes to the other slot, and the one after back again.
-	for range 2 {
-		if _, err := e.p.SaveSnapshot(); err != nil {
-			t.Fatal(err)
+	// The same snapshot as an older build left it.
+	var old []eventlog.Put
+	if err := e.store.Scan([]byte{eventlog.KeyspaceSnapshot}, func(k, v []byte) error {
+		var meta snapMeta
+		switch {
+		case bytes.Equal(k, snapMetaKey):
+			if err := msgpack.Unmarshal(v, &meta); err != nil {
+				return err
+			}
+			meta.Slot = 1
+			mb, err := msgpack.Marshal(&meta)
+			old = append(old, eventlog.Put{Key: snapMetaKey, Value: mb})
+			return err
+		default:
+			moved := append([]byte(nil), k...)
+			moved[len(snapChunkPrefix)] = 1
+			old = append(old, eventlog.Put{Key: moved, Value: append([]byte(nil), v...)})
+			return nil
 		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	old = append(old, eventlog.Put{Key: snapChunkKey(0, 0), Value: []byte("half a snapshot")})
+	if err := e.store.WriteSync(old, snapChunkKey(0, 0), snapChunkKey(0, 1<<31)); err != nil {
+		t.Fatal(err)
 	}
 	e.close()
-	e = openEnv(t, dir, DefaultOptions)
-	if info := e.p.LoadInfo(); info.SnapshotSeq == 0 || info.Ignored != "" {
-		t.Errorf("after two more saves, load info %+v, want a snapshot", info)
+
+	var failWrites atomic.Bool
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failWrites.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst.tmp") {
+			return errors.New("injected write error")
+		}
+		return nil
+	}))
+	e = openEnvOn(t, dir, DefaultOptions, eventlog.StoreOptions{FS: fs}, (&stepClock{t: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}).now)
+	if info := e.p.LoadInfo(); info.SnapshotSeq != seq || info.Ignored != "" {
+		t.Fatalf("load info %+v, want the older build's snapshot at seq %d", info, seq)
+	}
+	e.agent(pr, "after")
+	failWrites.Store(true)
+	if _, err := e.p.SaveSnapshot(); err == nil {
+		t.Fatal("a save succeeded through a failing write")
+	}
+	failWrites.Store(false)
+	if stored, why := loadSnapshot(e.store); stored == nil || stored.seq != seq {
+		t.Fatalf("after a failed save, the stored snapshot is %v (%s), want the one at seq %d", stored, why, seq)
+	}
+	next, err := e.p.SaveSnapshot()
+	if err != nil || next <= seq {
+		t.Fatalf("save: seq %d, %v; want past %d", next, err, seq)
+	}
+	var keys []string
+	if err := e.store.Scan([]byte{eventlog.KeyspaceSnapshot}, func(k, _ []byte) error {
+		keys = append(keys, fmt.Sprintf("%q", k))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{fmt.Sprintf("%q", snapChunkKey(0, 0)), fmt.Sprintf("%q", snapMetaKey)}; !slices.Equal(keys, want) {
+		t.Errorf("after a save the keyspace holds %v, want %v", keys, want)
+	}
+	if stored, why := loadSnapshot(e.store); stored == nil || stored.seq != next {
+		t.Errorf("the stored snapshot is %v (%s), want the one at seq %d", stored, why, next)
 	}
 }
 

@@ -34,16 +34,17 @@ var (
 )
 
 type snapMeta struct {
-	Slot    uint8    `msgpack:"sl"` // which of the two chunk slots holds it
+	Slot    uint8    `msgpack:"sl"` // which chunk slot holds it (see snapChunkKey)
 	Version int      `msgpack:"v"`
 	Seq     uint64   `msgpack:"s"`
 	Chunks  int      `msgpack:"n"`
 	Sum     [32]byte `msgpack:"h"`
 }
 
-// snapChunkKey is the key of chunk i in slot 0 or 1. A snapshot is written
-// into the slot the stored one does not use, so the stored one stays whole
-// until the new one's metadata replaces it.
+// snapChunkKey is the key of chunk i in slot 0 or 1. Builds before
+// Store.Replace wrote each snapshot into the slot the stored one did not
+// use, then its metadata; a snapshot now replaces the keyspace whole, in
+// slot 0, and the slot in the metadata lets this build read the others.
 func snapChunkKey(slot uint8, i int) []byte {
 	k := append(append([]byte(nil), snapChunkPrefix...), slot)
 	return binary.BigEndian.AppendUint32(k, uint32(i))
@@ -394,16 +395,11 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	store := p.log.Store()
-	var stored snapMeta
-	if mb, ok, err := store.Get(snapMetaKey); err == nil && ok {
-		_ = msgpack.Unmarshal(mb, &stored) // a damaged one is replaced all the same
-	}
-	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data), Slot: 1 - stored.Slot%2}
-	// The chunks go into a table of their own that the store ingests
-	// (synced, paced): through the WAL, they made the log's next fsync,
-	// which readers of the state wait for, carry megabytes. Nothing reads
-	// them until the synced metadata below names them.
+	// The snapshot goes into a table of its own, chunks and metadata,
+	// that replaces the stored one whole (synced, paced): through the
+	// WAL, it made the log's next fsync, which readers of the state wait
+	// for, carry megabytes.
+	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data)}
 	var puts []eventlog.Put
 	for off := 0; off < len(data) || off == 0; off += snapshotChunk {
 		end := min(off+snapshotChunk, len(data))
@@ -413,16 +409,13 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 			break
 		}
 	}
-	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
-	if err := store.Ingest(puts, func(n int) error { return pace.WaitN(context.Background(), n) }); err != nil {
-		return 0, err
-	}
 	mb, err := msgpack.Marshal(&meta)
 	if err != nil {
 		return 0, err
 	}
-	if err := store.WriteSync([]eventlog.Put{{Key: snapMetaKey, Value: mb}},
-		snapChunkKey(meta.Slot, meta.Chunks), snapChunkKey(meta.Slot, 1<<31)); err != nil {
+	puts = append(puts, eventlog.Put{Key: snapMetaKey, Value: mb}) // 'm' sorts after the chunks' 'c'
+	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
+	if err := p.log.Store().Replace([]byte{eventlog.KeyspaceSnapshot}, puts, func(n int) error { return pace.WaitN(context.Background(), n) }); err != nil {
 		return 0, err
 	}
 	return seq, nil
