@@ -82,6 +82,7 @@ type Log struct {
 	tip     *Flight // the last commit started, nil before the first
 	tipNext uint64
 	tipHash [HashSize]byte
+	scratch []byte // where the open Txn encodes a record for its batch
 
 	// durableMu guards the durable head of the chain: the record after the
 	// last durable one, and that one's hash.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -50,12 +51,20 @@ var ErrCorrupt = errors.New("corrupt record")
 // encodeRecord encodes r, computes its chain hash from prev and returns
 // the complete stored value, with r.Hash set.
 func encodeRecord(r *Record, prev [HashSize]byte) ([]byte, error) {
+	return appendRecord(nil, r, prev)
+}
+
+// appendRecord is encodeRecord appending to dst, which must not overlap
+// r's fields.
+func appendRecord(dst []byte, r *Record, prev [HashSize]byte) ([]byte, error) {
 	if len(r.Payload) == 0 {
 		return nil, fmt.Errorf("record %d: empty payload", r.Seq)
 	}
 	size := 1 + 9 + 5 + len(r.ID) + 5 + len(r.Type) + 9 + 15 + 5 + len(r.Account) + 5 + len(r.Actor) + len(r.Payload) + hashTrailerLen
-	out := appendEnvelope(make([]byte, 0, size), r)
-	r.Hash = chainHash(prev, out)
+	dst = slices.Grow(dst, size)
+	start := len(dst)
+	out := appendEnvelope(dst, r)
+	r.Hash = chainHash(prev, out[start:])
 	out = append(out, 0xc4, HashSize)
 	return append(out, r.Hash[:]...), nil
 }
@@ -145,7 +154,13 @@ const (
 )
 
 func logKey(seq uint64) []byte {
-	k := make([]byte, 9)
+	k := logKeyArray(seq)
+	return k[:]
+}
+
+// logKeyArray is logKey in an array, which a caller can keep on its stack.
+func logKeyArray(seq uint64) [9]byte {
+	var k [9]byte
 	k[0] = prefixLog
 	binary.BigEndian.PutUint64(k[1:], seq)
 	return k

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -102,35 +103,43 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 			return nil, fmt.Errorf("put key %q is in the log keyspace", p.Key)
 		}
 	}
+	for i, ev := range events {
+		if len(ev.payload) == 0 {
+			return nil, fmt.Errorf("record %d: empty payload", t.next+uint64(i))
+		}
+	}
 	recs := make([]Record, len(events))
-	vals := make([][]byte, len(events))
 	seq, hash := t.next, t.hash
 	for i, ev := range events {
 		recs[i] = Record{
 			Seq: seq, ID: t.l.opts.IDs.New("evt_"), Type: ev.typ, Version: ev.version,
 			Time: t.now, Account: ev.account, Actor: ev.actor, Payload: ev.payload,
 		}
-		val, err := encodeRecord(&recs[i], hash)
+		// The batch copies the value: it is encoded into one buffer that
+		// the log's open Txn reuses, not allocated per record.
+		val, err := appendRecord(t.l.scratch[:0], &recs[i], hash)
 		if err != nil {
-			return nil, err
+			return nil, t.fail(err) // not reached: the payloads are checked above
 		}
-		vals[i] = val
+		t.l.scratch = val
+		key := logKeyArray(seq)
+		if err := t.batch.Set(key[:], val, nil); err != nil {
+			return nil, t.fail(err)
+		}
+		if t.l.opts.Replicator != nil {
+			t.entry.Records = append(t.entry.Records, bytes.Clone(val))
+		}
 		hash = recs[i].Hash
 		seq++
 	}
-	for i := range recs {
-		if err := t.batch.Set(logKey(recs[i].Seq), vals[i], nil); err != nil {
-			return nil, t.fail(err)
-		}
+	if cap(t.l.scratch) > maxScratch {
+		t.l.scratch = nil // a rare large record is not kept for good
 	}
 	for _, p := range puts {
 		if err := t.batch.Set(p.Key, p.Value, nil); err != nil {
 			return nil, t.fail(err)
 		}
-	}
-	if t.l.opts.Replicator != nil {
-		t.entry.Records = append(t.entry.Records, vals...)
-		for _, p := range puts {
+		if t.l.opts.Replicator != nil {
 			t.entry.Puts = append(t.entry.Puts, p.Key, p.Value)
 		}
 	}
@@ -138,6 +147,9 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 	t.n += len(recs) + len(puts)
 	return recs, nil
 }
+
+// maxScratch is the largest record buffer the log keeps between records.
+const maxScratch = 64 << 10
 
 // Delete queues the removal of a bookkeeping key for the commit, such as
 // an expired recorded response. It refuses keys of the log's keyspace.

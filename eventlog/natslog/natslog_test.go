@@ -199,6 +199,41 @@ func TestApplyEntryRefusesABrokenChain(t *testing.T) {
 	}
 }
 
+// Transactions of several records reach the other node byte for byte:
+// the writer encodes each record into one reused buffer, and what it
+// replicates must be each record's own copy.
+func TestTransactionsOfSeveralRecordsReachEveryNode(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	_, key, _, err := a.state.Bootstrap(ctx, "pro") // an account and its key: one transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, ok := a.state.Authenticate(key.Key)
+	if !ok {
+		t.Fatal("the bootstrap key does not authenticate")
+	}
+	agent, err := a.state.CreateAgent(ctx, pr, projections.AgentInput{Name: "Ada", SandboxURL: "https://sandbox.example.com/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentID := agent.(projections.AgentView).ID
+	for i := range 3 { // a new contact and its session: one transaction each
+		in := projections.SessionInput{AgentID: agentID, Contact: &projections.Contact{Name: "Pat", Email: fmt.Sprintf("pat%d@example.com", i), Company: "Initech"}}
+		if _, err := a.state.StartSession(ctx, pr, in, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.log.WaitFor(wctx, a.log.DurableSeq()); err != nil {
+		t.Fatalf("b waiting for seq %d: %v", a.log.DurableSeq(), err)
+	}
+	if got, want := export(t, b.log), export(t, a.log); !bytes.Equal(got, want) {
+		t.Errorf("b's log differs from a's:\n%s\nwant\n%s", got, want)
+	}
+}
+
 // The delivery state's writes go through the stream: the writer's reach
 // every node's store, range deletions included; a follower's are refused,
 // and so is a range deletion that reaches into the log.
