@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"demosvc/eventlog"
@@ -54,7 +55,18 @@ type Command struct {
 
 type pending struct {
 	cmd  Command
-	done chan outcome
+	done chan outcome // buffered: the writer never waits to answer
+}
+
+// pendings keeps commands' envelopes, with their channels, between
+// commands: one a request, garbage as soon as it was answered.
+var pendings = sync.Pool{New: func() any { return &pending{done: make(chan outcome, 1)} }}
+
+// release returns req to pendings. Its channel must be empty: never
+// queued, or its outcome received.
+func (req *pending) release() {
+	req.cmd = Command{}
+	pendings.Put(req)
 }
 
 type outcome struct {
@@ -70,9 +82,11 @@ const maxGroup = 1024
 // durable and applied. Errors are *Error for a refused command,
 // eventlog.ErrUnavailable when storage failed, and eventlog.ErrClosed.
 func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
-	req := &pending{cmd: cmd, done: make(chan outcome, 1)}
+	req := pendings.Get().(*pending)
+	req.cmd = cmd
 	select {
 	case <-p.stop:
+		req.release()
 		return nil, eventlog.ErrClosed
 	default:
 	}
@@ -85,8 +99,10 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 		select {
 		case p.queue <- req:
 		case <-p.stop:
+			req.release()
 			return nil, eventlog.ErrClosed
 		case <-ctx.Done():
+			req.release()
 			return nil, ctx.Err()
 		}
 	}
@@ -94,6 +110,8 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 	// caller does; waiting for it keeps "acknowledged" meaning "durable".
 	select {
 	case out := <-req.done:
+		// The writer is done with req once it has sent the outcome.
+		req.release()
 		return out.value, out.err
 	case <-p.stopped:
 		select {
