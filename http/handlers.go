@@ -82,6 +82,7 @@ func (s *Server) handleStartSession(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.deps.State.StartSession(r.Context(), principal(w), in, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
+	projections.ReleaseAnswer(v)
 }
 
 // sessionAction handles the POST /v1/sessions/{id}/… actions that take
@@ -99,6 +100,7 @@ func (s *Server) sessionAction(act func(p *projections.Projections, ctx context.
 		}
 		v, err := act(s.deps.State, r.Context(), principal(w), param(w, "id"), f, idem)
 		s.respond(w, r, http.StatusOK, v, err)
+		projections.ReleaseAnswer(v)
 	}
 }
 

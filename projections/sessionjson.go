@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"demosvc/eventlog"
@@ -124,5 +125,32 @@ func (s *session) appendJSON(b []byte) []byte {
 }
 
 // answer is a session command's result: the session's JSON, which
-// encoding/json writes through as it is.
-func (s *session) answer() json.RawMessage { return s.appendJSON(make([]byte, 0, 420)) }
+// encoding/json writes through as it is, in a buffer from answers.
+func (s *session) answer() json.RawMessage {
+	box := answers.Get().(*[]byte)
+	b := (*box)[:0]
+	*box = nil
+	boxes.Put(box)
+	return s.appendJSON(b)
+}
+
+// answers keeps the buffers of session commands' answers between
+// requests (one a request, garbage as soon as it was written), and boxes
+// the pointers they travel in while out of the pool.
+var (
+	answers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+	boxes   = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+// ReleaseAnswer gives the buffer of v, the answer of a session command
+// (StartSession, ProgressSession, …) that the caller has written and
+// no longer uses, to the next command. Any other v is left alone, and so
+// is an answer recorded under an Idempotency-Key, which comes back as a
+// Replay.
+func ReleaseAnswer(v any) {
+	if b, ok := v.(json.RawMessage); ok && cap(b) <= 4<<10 {
+		box := boxes.Get().(*[]byte)
+		*box = b[:0]
+		answers.Put(box)
+	}
+}

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -146,4 +147,43 @@ func TestSessionJSONShowsWhatWasReported(t *testing.T) {
 	if !reflect.DeepEqual(pages, wantPages) {
 		t.Errorf("pages %v, want %v (newest first)", pages, wantPages)
 	}
+}
+
+// TestSessionAnswersReuseTheirBuffers: an answer given back with
+// ReleaseAnswer becomes the buffer of a later one, so a session command
+// whose caller releases its answer allocates one less; the later answers
+// are whole. Anything but a session's answer is left alone.
+func TestSessionAnswersReuseTheirBuffers(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "a")
+	in := SessionInput{AgentID: ag.ID, Contact: &Contact{Name: "P", Email: "p@example.com"}}
+	var lastV any
+	start := func(release bool) float64 {
+		return testing.AllocsPerRun(300, func() {
+			v, err := e.p.StartSession(context.Background(), pr, in, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if release {
+				ReleaseAnswer(v)
+			} else {
+				lastV = v
+			}
+		})
+	}
+	kept, released := start(false), start(true)
+	last := fields(t, lastV)
+	t.Logf("%.0f allocations per command, %.0f releasing its answer", kept, released)
+	if released > kept-1 {
+		t.Errorf("a command whose answer is released allocates %.0f times, one that keeps it %.0f", released, kept)
+	}
+	v, err := e.p.StartSession(context.Background(), pr, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fields(t, v); got.ID == "" || got.ID == last.ID || got.ContactID != last.ContactID {
+		t.Errorf("an answer in a reused buffer reads %+v; the last kept one %+v", got, last)
+	}
+	ReleaseAnswer(Replay{Response: []byte("{}")}) // not a session's answer: nothing happens
 }
