@@ -365,7 +365,10 @@ const ingestFile = "ingest.sst.tmp"
 // through the WAL made Pebble rewrite it twice over: the ingested table
 // overlapped the one it replaced, and the memtable holding the deletion
 // flushed as a table spanning from the log's newest records to the
-// snapshot's keys, which every older snapshot table overlapped.
+// snapshot's keys, which every older snapshot table overlapped. An excise
+// does not spare what a Pebble snapshot pinned, so nothing may read prefix
+// through Scan while Replace runs (a server reads its snapshot only when
+// it starts).
 func (s *Store) Replace(prefix []byte, puts []Put, pace func(n int) error) (err error) {
 	end := prefixEnd(prefix)
 	if len(prefix) == 0 || prefix[0] == prefixLog || end == nil {
