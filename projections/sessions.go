@@ -87,10 +87,11 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 	sid := p.log.IDs().New(PrefixSession)
 	newContact := p.log.IDs().New(PrefixContact)
 	id, _ := ParseID(PrefixSession, sid)
+	account := pr.Account.ID // the closures take the id, not the whole Principal
 	return p.Do(ctx, Command{
-		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Account: account, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			a, ok := agentKind.in(s, pr.Account.ID, in.AgentID)
+			a, ok := agentKind.in(s, account, in.AgentID)
 			if !ok {
 				return nil, nil, ParamErrorf(ENotFound, "agent_id", "no agent %q", in.AgentID)
 			}
@@ -100,7 +101,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			var events []any
 			contactID := newContact
 			if in.ContactID != nil {
-				if _, ok := contactKind.in(s, pr.Account.ID, *in.ContactID); !ok {
+				if _, ok := contactKind.in(s, account, *in.ContactID); !ok {
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
 				}
 				contactID = *in.ContactID
@@ -123,10 +124,11 @@ func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionI
 	if !ok {
 		return nil, notFound("session", sessionID)
 	}
+	account := pr.Account.ID
 	return p.Do(ctx, Command{
-		Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Account: account, Actor: pr.KeyID, Idem: idem,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
-			ses, ok := sessionKind.in(s, pr.Account.ID, sessionID)
+			ses, ok := sessionKind.in(s, account, sessionID)
 			if !ok {
 				return nil, nil, notFound("session", sessionID)
 			}
