@@ -154,13 +154,7 @@ const (
 )
 
 func logKey(seq uint64) []byte {
-	k := logKeyArray(seq)
-	return k[:]
-}
-
-// logKeyArray is logKey in an array, which a caller can keep on its stack.
-func logKeyArray(seq uint64) [9]byte {
-	var k [9]byte
+	k := make([]byte, 9)
 	k[0] = prefixLog
 	binary.BigEndian.PutUint64(k[1:], seq)
 	return k

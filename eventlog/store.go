@@ -152,10 +152,12 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		ErrorIfNotExists: !opts.Create,
 		CacheSize:        blockCacheSize,
 		MemTableSize:     memTableSize,
-		// Replace's excise needs virtual tables; an older store is
-		// upgraded when it opens (one way: demosvc builds older than
-		// this one use the same Pebble, which reads it).
-		FormatMajorVersion: pebble.FormatVirtualSSTables,
+		// Replace's excise needs virtual tables, and this format lets an
+		// excise that meets keys still in the memtable wait for their
+		// flush without holding up commits. An older store is upgraded
+		// when it opens (one way: demosvc builds older than this one use
+		// the same Pebble, which reads it).
+		FormatMajorVersion: pebble.FormatFlushableIngestExcises,
 		Logger:             pebbleLogger{logger},
 		EventListener:      &pebble.EventListener{DataCorruption: s.noteDamage},
 	})
@@ -327,22 +329,6 @@ func checkRange(from, to []byte) error {
 		return fmt.Errorf("delete range [%q, %q): in the log keyspace", from, to)
 	}
 	return nil
-}
-
-// WriteUnsynced writes puts to a bookkeeping keyspace without waiting for
-// an fsync. It is for staged data that nothing reads until a later
-// WriteSync names it (a snapshot's chunks before its metadata): that
-// synced write makes every earlier write durable with it, the WAL being
-// one sequential file.
-func (s *Store) WriteUnsynced(puts []Put) error {
-	b, err := s.bookkeepingBatch(puts, nil, nil)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	s.fence.RLock()
-	defer s.fence.RUnlock()
-	return b.Commit(pebble.NoSync)
 }
 
 // ingestFile is where Replace builds its table, in the data dir (the same

@@ -122,8 +122,7 @@ func (t *Txn) add(events []pendingEvent, puts []Put) ([]Record, error) {
 			return nil, t.fail(err) // not reached: the payloads are checked above
 		}
 		t.l.scratch = val
-		key := logKeyArray(seq)
-		if err := t.batch.Set(key[:], val, nil); err != nil {
+		if err := t.batch.Set(logKey(seq), val, nil); err != nil {
 			return nil, t.fail(err)
 		}
 		if t.l.opts.Replicator != nil {

@@ -3,7 +3,7 @@ package eventlog
 import "testing"
 
 // TestAddAllocatesNoBufferPerRecord: a record is encoded into a buffer
-// the log reuses, and its key on the stack; the batch copies both. What
+// the log reuses, which the batch copies. What
 // Add still allocates per call is its result, the event's id, the encoded
 // payload and the batch's growth.
 func TestAddAllocatesNoBufferPerRecord(t *testing.T) {

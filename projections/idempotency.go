@@ -27,9 +27,10 @@ type Idempotency struct {
 	// another fingerprint is refused.
 	Fingerprint string
 	// Record renders the command's outcome, a result or an *Error, as the
-	// bytes to keep and to replay. It is called on the writer. The bytes
-	// are the caller's: the domain stores them and gives them back, and
-	// never reads them.
+	// bytes to keep and to replay. It is called on the writer, and must not
+	// keep value (a session's answer goes back to its pool after). The
+	// bytes are the caller's: the domain stores them and gives them back,
+	// and never reads them.
 	Record func(value any, err error) []byte
 	// Now is when the request arrived, for the 24 h window.
 	Now time.Time
@@ -238,6 +239,7 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 	}
 	r := &idemRecord{Fingerprint: id.Fingerprint, Response: id.Record(out.value, out.err), Created: id.Now.Unix(),
 		Account: cmd.Account, Key: id.Key}
+	ReleaseAnswer(out.value) // Record has rendered it; the caller gets the Replay
 	// The command's events are in the transaction already: failing to
 	// record its answer must abandon the group, not commit them.
 	var buf bytes.Buffer

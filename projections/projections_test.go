@@ -551,8 +551,10 @@ func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	old = append(old, eventlog.Put{Key: snapChunkKey(0, 0), Value: []byte("half a snapshot")})
 	if err := e.store.WriteSync(old, snapChunkKey(0, 0), snapChunkKey(0, 1<<31)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.WriteSync([]eventlog.Put{{Key: snapChunkKey(0, 3), Value: []byte("half a snapshot")}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.close()

@@ -127,7 +127,10 @@ func (s *session) appendJSON(b []byte) []byte {
 // answer is a session command's result: the session's JSON, which
 // encoding/json writes through as it is, in a buffer from answers.
 func (s *session) answer() json.RawMessage {
-	box := answers.Get().(*[]byte)
+	box, _ := answers.Get().(*[]byte)
+	if box == nil {
+		return s.appendJSON(make([]byte, 0, 512))
+	}
 	b := (*box)[:0]
 	*box = nil
 	boxes.Put(box)
@@ -137,10 +140,7 @@ func (s *session) answer() json.RawMessage {
 // answers keeps the buffers of session commands' answers between
 // requests (one a request, garbage as soon as it was written), and boxes
 // the pointers they travel in while out of the pool.
-var (
-	answers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-	boxes   = sync.Pool{New: func() any { return new([]byte) }}
-)
+var answers, boxes sync.Pool
 
 // ReleaseAnswer gives the buffer of v, the answer of a session command
 // (StartSession, ProgressSession, …) that the caller has written and
@@ -149,7 +149,10 @@ var (
 // Replay.
 func ReleaseAnswer(v any) {
 	if b, ok := v.(json.RawMessage); ok && cap(b) <= 4<<10 {
-		box := boxes.Get().(*[]byte)
+		box, _ := boxes.Get().(*[]byte)
+		if box == nil {
+			box = new([]byte)
+		}
 		*box = b[:0]
 		answers.Put(box)
 	}

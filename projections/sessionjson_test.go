@@ -175,7 +175,7 @@ func TestSessionAnswersReuseTheirBuffers(t *testing.T) {
 	kept, released := start(false), start(true)
 	last := fields(t, lastV)
 	t.Logf("%.0f allocations per command, %.0f releasing its answer", kept, released)
-	if released > kept-1 {
+	if released > kept-1 && !raceEnabled {
 		t.Errorf("a command whose answer is released allocates %.0f times, one that keeps it %.0f", released, kept)
 	}
 	v, err := e.p.StartSession(context.Background(), pr, in, nil)
