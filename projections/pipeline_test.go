@@ -230,3 +230,34 @@ func TestDoReusesTheCommandsEnvelope(t *testing.T) {
 		t.Errorf("Do allocates %.1f times, want at most 9", allocs)
 	}
 }
+
+// TestCloseWaitsForABackgroundSnapshot: Close returns only once a
+// snapshot started in the background has ended, and none starts after it:
+// its caller closes the log and the store next, which a snapshot still
+// writing would find closed under it.
+func TestCloseWaitsForABackgroundSnapshot(t *testing.T) {
+	opts := DefaultOptions
+	opts.SnapshotEvery = 1
+	e := openEnv(t, "", opts)
+	e.account("acme")
+	pollUntil(t, "the writer's snapshot", func() bool { return e.p.snapSeq.Load() == e.p.Seq() && !e.p.snapRunning.Load() })
+
+	e.p.snapMu.Lock() // the next snapshot waits here, as behind a long one
+	if !e.p.maybeSnapshot(e.p.Seq() + 1) {
+		e.p.snapMu.Unlock()
+		t.Fatal("no background snapshot started")
+	}
+	closed := make(chan struct{})
+	go func() {
+		e.p.Close()
+		close(closed)
+	}()
+	e.p.snapMu.Unlock()
+	<-closed
+	if e.p.snapRunning.Load() {
+		t.Error("Close returned while a background snapshot was still running")
+	}
+	if e.p.maybeSnapshot(e.p.Seq() + 1000) {
+		t.Error("a background snapshot started after Close")
+	}
+}

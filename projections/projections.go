@@ -30,7 +30,12 @@ type Projections struct {
 	snapSizeSeq uint64       // the seq of the snapshot snapSize measured; guarded by snapMu
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
-	idem        *idemIndex // recorded answers inside the window; writer-owned
+	// snapGo guards starting a background snapshot against Close, which
+	// waits for the one running (snapDone) and lets none start after.
+	snapGo     sync.Mutex
+	snapClosed bool // guarded by snapGo
+	snapDone   sync.WaitGroup
+	idem       *idemIndex // recorded answers inside the window; writer-owned
 
 	mu    sync.RWMutex
 	state *State
@@ -314,6 +319,12 @@ func (p *Projections) Close() {
 	p.once.Do(func() {
 		close(p.stop)
 		<-p.stopped
+		// A background snapshot must not outlive Close: the caller closes
+		// the log and the store next.
+		p.snapGo.Lock()
+		p.snapClosed = true
+		p.snapGo.Unlock()
+		p.snapDone.Wait()
 		if p.Seq() > p.snapSeq.Load() {
 			p.snapshot()
 		}

@@ -128,10 +128,17 @@ func (p *Projections) Do(ctx context.Context, cmd Command) (any, error) {
 // beside the writer: neither waits for more than one step of its encoding.
 func (p *Projections) maybeSnapshot(seq uint64) bool {
 	every := snapshotInterval(p.opts.SnapshotEvery, p.snapSize.Load())
-	if every == 0 || seq < p.snapSeq.Load()+every || !p.snapRunning.CompareAndSwap(false, true) {
+	if every == 0 || seq < p.snapSeq.Load()+every {
 		return false
 	}
+	p.snapGo.Lock()
+	defer p.snapGo.Unlock()
+	if p.snapClosed || !p.snapRunning.CompareAndSwap(false, true) {
+		return false
+	}
+	p.snapDone.Add(1)
 	go func() {
+		defer p.snapDone.Done()
 		defer p.snapRunning.Store(false)
 		p.snapshot()
 	}()
