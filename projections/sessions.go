@@ -265,11 +265,8 @@ func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, 
 }
 
 // SessionJSON appends one session of account to dst as JSON, written
-// straight from the state; with a nil dst it allocates the buffer.
+// straight from the state.
 func (p *Projections) SessionJSON(dst []byte, account, sessionID string) ([]byte, error) {
-	if dst == nil {
-		dst = make([]byte, 0, 420)
-	}
 	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(dst) })
 }
 
