@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -29,5 +30,29 @@ func TestAppendIDIsULIDsEncodingLowered(t *testing.T) {
 		if got, want := FormatID("ses_", id), "ses_"+strings.ToLower(id.String()); got != want {
 			t.Fatalf("FormatID(%x) = %s, want %s", id[:], got, want)
 		}
+	}
+}
+
+// New mints what ulid.New mints from the same source and clock (seeded
+// sources, and so every golden test's ids, depend on it), with one
+// allocation: the string.
+func TestNewMintsWhatULIDNewMints(t *testing.T) {
+	clock := FixedClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+	ids, ref := NewSeededIDs(clock, 42), NewSeededIDs(clock, 42)
+	for i := range 1000 {
+		if i == 500 { // a new millisecond: the entropy is read afresh
+			clock = FixedClock(time.Date(2026, 11, 25, 12, 0, 1, 0, time.UTC))
+			ids.clock, ref.clock = clock, clock
+		}
+		want, err := ulid.New(ulid.Timestamp(clock()), ref.entropy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids.New("ses_"); got != FormatID("ses_", want) {
+			t.Fatalf("id %d: %s, want %s", i, got, FormatID("ses_", want))
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ids.New("ses_") }); n > 1 {
+		t.Errorf("New allocates %v times, want 1", n)
 	}
 }
