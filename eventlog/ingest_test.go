@@ -15,6 +15,20 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
+// replace makes puts what prefix holds through one Replacement.
+func replace(s *Store, prefix []byte, puts []Put, pace func(n int) error) error {
+	r, err := s.BeginReplace(prefix, pace)
+	if err != nil {
+		return err
+	}
+	for _, p := range puts {
+		if err := r.Put(p.Key, p.Value); err != nil {
+			return err
+		}
+	}
+	return r.Commit()
+}
+
 // TestReplace: a table of puts becomes what its prefix holds, readable
 // whole, paced value by value, while every other key under the prefix is
 // gone and keys beside it stay; keys out of order, outside the prefix or
@@ -67,7 +81,7 @@ func TestReplace(t *testing.T) {
 
 	first := []Put{{Key: []byte("s\x00a"), Value: []byte("one")}, {Key: []byte("s\x00b"), Value: []byte("two")}}
 	var paced []int
-	if err := s.Replace(prefix, first, func(n int) error { paced = append(paced, n); return nil }); err != nil {
+	if err := replace(s, prefix, first, func(n int) error { paced = append(paced, n); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	holds(first...)
@@ -75,7 +89,7 @@ func TestReplace(t *testing.T) {
 		t.Errorf("paced %v, want [3 3]", paced)
 	}
 	second := []Put{{Key: []byte("s\x00b"), Value: []byte("deux")}, {Key: []byte("s\x00c"), Value: []byte("trois")}}
-	if err := s.Replace(prefix, second, nil); err != nil {
+	if err := replace(s, prefix, second, nil); err != nil {
 		t.Fatal(err)
 	}
 	holds(second...)
@@ -85,17 +99,17 @@ func TestReplace(t *testing.T) {
 		"outside prefix": {{Key: []byte("s\x01d")}},
 		"nothing":        nil,
 	} {
-		if err := s.Replace(prefix, bad, nil); err == nil {
+		if err := replace(s, prefix, bad, nil); err == nil {
 			t.Errorf("%s: Replace accepted %q", name, bad)
 		}
 		holds(second...)
 	}
-	if err := s.Replace([]byte{prefixLog}, []Put{{Key: logKey(1)}}, nil); err == nil {
+	if err := replace(s, []byte{prefixLog}, []Put{{Key: logKey(1)}}, nil); err == nil {
 		t.Error("Replace accepted the log's keyspace")
 	}
 
 	failWrites.Store(true)
-	if err := s.Replace(prefix, []Put{{Key: []byte("s\x00e"), Value: []byte("three")}}, nil); err == nil {
+	if err := replace(s, prefix, []Put{{Key: []byte("s\x00e"), Value: []byte("three")}}, nil); err == nil {
 		t.Fatal("Replace succeeded through a failing write")
 	}
 	failWrites.Store(false)
@@ -103,6 +117,44 @@ func TestReplace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ingestFile)); !os.IsNotExist(err) {
 		t.Errorf("the ingest file is left behind: %v", err)
 	}
+
+	// An aborted Replacement changes nothing and leaves no file.
+	r, err := s.BeginReplace(prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put([]byte("s\x00f"), []byte("four")); err != nil {
+		t.Fatal(err)
+	}
+	r.Abort()
+	holds(second...)
+	if _, err := os.Stat(filepath.Join(dir, ingestFile)); !os.IsNotExist(err) {
+		t.Errorf("the ingest file is left behind after Abort: %v", err)
+	}
+	if err := r.Commit(); err == nil {
+		t.Error("Commit after Abort succeeded")
+	}
+
+	// Put copies what it is given: a snapshot reuses one buffer for all
+	// its chunks.
+	r, err = s.BeginReplace(prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, buf := []byte("s\x00g"), []byte("five")
+	if err := r.Put(key, buf); err != nil {
+		t.Fatal(err)
+	}
+	key[2], buf = 'h', append(buf[:0], "six!"...)
+	if err := r.Put(key, buf); err != nil {
+		t.Fatal(err)
+	}
+	copy(key, "zzz")
+	copy(buf, "zzzz")
+	if err := r.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	holds(Put{Key: []byte("s\x00g"), Value: []byte("five")}, Put{Key: []byte("s\x00h"), Value: []byte("six!")})
 }
 
 // TestReplaceRewritesNothing: right after Replace returns, the keyspace
@@ -139,7 +191,7 @@ func TestReplaceRewritesNothing(t *testing.T) {
 		}
 		first := []byte{KeyspaceSnapshot, 'c', byte(round)}
 		puts := []Put{{Key: first, Value: bytes.Repeat([]byte{byte(round)}, 4096)}, {Key: []byte("sm"), Value: []byte{byte(round)}}}
-		if err := s.Replace(prefix, puts, nil); err != nil {
+		if err := replace(s, prefix, puts, nil); err != nil {
 			t.Fatal(err)
 		}
 		levels, err := s.db.SSTables()
@@ -181,7 +233,7 @@ func TestReplaceOnAStoreOfAnOlderFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Replace([]byte("s"), []Put{{Key: []byte("sc"), Value: []byte("new")}}, nil); err != nil {
+	if err := replace(s, []byte("s"), []Put{{Key: []byte("sc"), Value: []byte("new")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.Get([]byte("sm")); ok {

@@ -331,75 +331,128 @@ func checkRange(from, to []byte) error {
 	return nil
 }
 
-// ingestFile is where Replace builds its table, in the data dir (the same
-// file system as Pebble's, which links it in); a crash can leave one
-// behind, which the next Replace replaces.
+// ingestFile is where a Replacement builds its table, in the data dir
+// (the same file system as Pebble's, which links it in); a crash can leave
+// one behind, which the next Replacement replaces.
 const ingestFile = "ingest.sst.tmp"
 
-// Replace makes puts, sorted by key and all under prefix (a bookkeeping
-// keyspace), the whole of what prefix holds: one table that Pebble adds
-// to the store while it drops every other key under prefix, in one
-// atomic step, durable when Replace returns. It is for bulk data (a
-// snapshot) that must not pass through the WAL, where the log's commits
-// would wait behind it at their next fsync. pace, if set, is called with
-// each value's size before it is written; the file is synced every MiB
-// rather than all at its end.
+// A Replacement makes what its puts write, in key order and all under
+// one prefix (a bookkeeping keyspace), the whole of what the prefix holds:
+// the puts go into one table that Pebble adds to the store, at Commit,
+// while it drops every other key under the prefix, in one atomic step,
+// durable when Commit returns. It is for bulk data (a snapshot) that must
+// not pass through the WAL, where the log's commits would wait behind it
+// at their next fsync, and that is produced as it is written: a snapshot
+// streams its chunks through one buffer rather than holding all of itself
+// in memory first. Until Commit the store is unchanged; Abort (or a failed
+// Put or Commit) leaves it so.
 //
-// Dropping is Pebble's excise: the tables under prefix are unlinked, not
-// rewritten, and the new table lands in the bottom level, overlapping
+// Dropping is Pebble's excise: the tables under the prefix are unlinked,
+// not rewritten, and the new table lands in the bottom level, overlapping
 // nothing. Writing the same data as a plain ingest plus a range deletion
 // through the WAL made Pebble rewrite it twice over: the ingested table
 // overlapped the one it replaced, and the memtable holding the deletion
 // flushed as a table spanning from the log's newest records to the
 // snapshot's keys, which every older snapshot table overlapped. An excise
-// does not spare what a Pebble snapshot pinned, so nothing may read prefix
-// through Scan while Replace runs (a server reads its snapshot only when
-// it starts).
-func (s *Store) Replace(prefix []byte, puts []Put, pace func(n int) error) (err error) {
+// does not spare what a Pebble snapshot pinned, so nothing may read the
+// prefix through Scan while a Replacement commits (a server reads its
+// snapshot only when it starts).
+type Replacement struct {
+	s           *Store
+	prefix, end []byte
+	name        string
+	w           *sstable.Writer
+	pace        func(n int) error
+	last        []byte // the last key put
+	puts        int
+	err         error // the first failure: every later call returns it
+}
+
+// BeginReplace starts replacing what prefix holds. pace, if set, is
+// called with each value's size before it is written; the table's file is
+// synced every MiB rather than all at its end. One Replacement at a time:
+// they share the table's file name.
+func (s *Store) BeginReplace(prefix []byte, pace func(n int) error) (*Replacement, error) {
 	end := prefixEnd(prefix)
 	if len(prefix) == 0 || prefix[0] == prefixLog || end == nil {
-		return fmt.Errorf("replace of %q: not a bookkeeping keyspace", prefix)
-	}
-	if len(puts) == 0 {
-		return fmt.Errorf("replace of %q: nothing to write", prefix)
-	}
-	for i, p := range puts {
-		if !bytes.HasPrefix(p.Key, prefix) {
-			return fmt.Errorf("replace of %q: key %q is outside it", prefix, p.Key)
-		}
-		if i > 0 && bytes.Compare(puts[i-1].Key, p.Key) >= 0 {
-			return fmt.Errorf("replace of %q: keys out of order at %q", prefix, p.Key)
-		}
+		return nil, fmt.Errorf("replace of %q: not a bookkeeping keyspace", prefix)
 	}
 	name := filepath.Join(s.dir, ingestFile)
 	f, err := s.fsys.Create(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("replace: %w", err)
+		return nil, fmt.Errorf("replace: %w", err)
 	}
-	defer s.fsys.Remove(name) // Pebble has linked it by then, or failed
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: 1 << 20})
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: s.db.TableFormat()})
-	for _, p := range puts {
-		if pace != nil {
-			if err = pace(len(p.Value)); err != nil {
-				break
+	return &Replacement{s: s, prefix: prefix, end: end, name: name, w: w, pace: pace}, nil
+}
+
+// Put adds key, after every key put before and under the prefix, with
+// value. The table copies both: the caller may reuse them on return.
+func (r *Replacement) Put(key, value []byte) error {
+	switch {
+	case r.err != nil:
+		return r.err
+	case !bytes.HasPrefix(key, r.prefix):
+		r.fail(fmt.Errorf("replace of %q: key %q is outside it", r.prefix, key))
+	case r.puts > 0 && bytes.Compare(r.last, key) >= 0:
+		r.fail(fmt.Errorf("replace of %q: keys out of order at %q", r.prefix, key))
+	default:
+		if r.pace != nil {
+			if err := r.pace(len(value)); err != nil {
+				r.fail(fmt.Errorf("replace: %w", err))
+				return r.err
 			}
 		}
-		if err = w.Set(p.Key, p.Value); err != nil {
-			break
+		if err := r.w.Set(key, value); err != nil {
+			r.fail(fmt.Errorf("replace: %w", err))
+			return r.err
 		}
+		r.last = append(r.last[:0], key...)
+		r.puts++
 	}
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	return r.err
+}
+
+// Commit makes the puts the whole of what the prefix holds, durably.
+func (r *Replacement) Commit() error {
+	if r.err == nil && r.puts == 0 {
+		r.fail(fmt.Errorf("replace of %q: nothing to write", r.prefix))
 	}
+	if r.err != nil {
+		return r.err
+	}
+	err := r.w.Close()
+	r.w = nil
+	if err == nil {
+		span := pebble.KeyRange{Start: r.prefix, End: r.end}
+		_, err = r.s.db.IngestAndExcise(context.Background(), []string{r.name}, nil, nil, span)
+	}
+	r.s.fsys.Remove(r.name) // Pebble has linked it by then, or failed
 	if err != nil {
-		return fmt.Errorf("replace: %w", err)
+		r.err = fmt.Errorf("replace: %w", err)
+		return r.err
 	}
-	span := pebble.KeyRange{Start: prefix, End: end}
-	if _, err := s.db.IngestAndExcise(context.Background(), []string{name}, nil, nil, span); err != nil {
-		return fmt.Errorf("replace: %w", err)
-	}
+	r.err = errors.New("replace: already committed")
 	return nil
+}
+
+// Abort drops the puts; the store stays as it was. It does nothing after
+// Commit.
+func (r *Replacement) Abort() {
+	if r.w != nil {
+		r.fail(errors.New("replace: aborted"))
+	}
+}
+
+// fail records err and drops the table.
+func (r *Replacement) fail(err error) {
+	r.err = err
+	if r.w != nil {
+		_ = r.w.Close()
+		r.w = nil
+		r.s.fsys.Remove(r.name)
+	}
 }
 
 // prefixEnd is the first key after every key with prefix.

@@ -15,8 +15,12 @@ var SnapMetaKey = snapMetaKey
 func EncodeSnapshot(p *Projections) error {
 	p.snapMu.Lock()
 	defer p.snapMu.Unlock()
-	_, _, err := p.encodeInSteps(snapshotStep, nil)
-	return err
+	w := newSnapWriter(func([]byte) error { return nil })
+	if _, err := p.encodeInSteps(w, snapshotStep, nil); err != nil {
+		return err
+	}
+	w.emit(true)
+	return w.err
 }
 
 // SnapshotRoundTrip encodes s as a snapshot and decodes it.

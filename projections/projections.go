@@ -26,8 +26,7 @@ type Projections struct {
 	info LoadInfo
 
 	snapMu      sync.Mutex   // one snapshot at a time: SaveSnapshot holds it
-	snapSize    atomic.Int64 // the last snapshot's size, the next one's first buffer
-	snapSizeSeq uint64       // the seq of the snapshot snapSize measured; guarded by snapMu
+	snapSize    atomic.Int64 // the last snapshot's size: how far apart snapshots are
 	snapSeq     atomic.Uint64
 	snapRunning atomic.Bool
 	// snapGo guards starting a background snapshot against Close, which

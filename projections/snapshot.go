@@ -161,8 +161,11 @@ func (w *snapWriter) webhook(wh *webhook) {
 // varints, and length-prefixed bytes. A plain codec: the snapshot is
 // bookkeeping that only this code reads, and it must load fast.
 type snapWriter struct {
-	buf []byte
-	err error
+	buf    []byte
+	err    error
+	sink   func(chunk []byte) error // where emit hands whole chunks; nil: buf keeps all
+	size   int64                    // bytes handed to sink so far
+	chunks int                      // and in how many chunks
 }
 
 func (w *snapWriter) uint(v uint64)    { w.buf = binary.AppendUvarint(w.buf, v) }
@@ -391,34 +394,46 @@ func (p *Projections) SaveSnapshot() (uint64, error) { return p.saveSnapshot(sna
 func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 	p.snapMu.Lock()
 	defer p.snapMu.Unlock()
-	data, seq, err := p.encodeInSteps(step, between)
+	// The snapshot goes into a table of its own, chunks and metadata,
+	// that replaces the stored one whole (synced, paced) when it is all
+	// written: through the WAL, it made the log's next fsync, which
+	// readers of the state wait for, carry megabytes. The chunks are
+	// written as the encoder fills them.
+	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
+	r, err := p.log.Store().BeginReplace([]byte{eventlog.KeyspaceSnapshot}, func(n int) error { return pace.WaitN(context.Background(), n) })
 	if err != nil {
 		return 0, err
 	}
-	// The snapshot goes into a table of its own, chunks and metadata,
-	// that replaces the stored one whole (synced, paced): through the
-	// WAL, it made the log's next fsync, which readers of the state wait
-	// for, carry megabytes.
-	meta := snapMeta{Version: snapshotVersion, Seq: seq, Sum: sha256.Sum256(data)}
-	var puts []eventlog.Put
-	for off := 0; off < len(data) || off == 0; off += snapshotChunk {
-		end := min(off+snapshotChunk, len(data))
-		puts = append(puts, eventlog.Put{Key: snapChunkKey(meta.Slot, meta.Chunks), Value: data[off:end]})
-		meta.Chunks++
-		if end == len(data) {
-			break
+	defer r.Abort() // after Commit, nothing
+	meta := snapMeta{Version: snapshotVersion}
+	sum := sha256.New()
+	w := newSnapWriter(func(chunk []byte) error {
+		sum.Write(chunk)
+		if err := r.Put(snapChunkKey(meta.Slot, meta.Chunks), chunk); err != nil {
+			return err
 		}
+		meta.Chunks++
+		return nil
+	})
+	if meta.Seq, err = p.encodeInSteps(w, step, between); err != nil {
+		return 0, err
 	}
+	if w.emit(true); w.err != nil {
+		return 0, w.err
+	}
+	sum.Sum(meta.Sum[:0])
 	mb, err := msgpack.Marshal(&meta)
 	if err != nil {
 		return 0, err
 	}
-	puts = append(puts, eventlog.Put{Key: snapMetaKey, Value: mb}) // 'm' sorts after the chunks' 'c'
-	pace := rate.NewLimiter(rate.Limit(snapshotWriteRate), snapshotChunk)
-	if err := p.log.Store().Replace([]byte{eventlog.KeyspaceSnapshot}, puts, func(n int) error { return pace.WaitN(context.Background(), n) }); err != nil {
+	if err := r.Put(snapMetaKey, mb); err != nil { // 'm' sorts after the chunks' 'c'
 		return 0, err
 	}
-	return seq, nil
+	if err := r.Commit(); err != nil {
+		return 0, err
+	}
+	p.snapSize.Store(w.size)
+	return meta.Seq, nil
 }
 
 // loadSnapshot returns the stored snapshot's state, or nil when there is

@@ -187,15 +187,13 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 	return w.buf, w.err
 }
 
-// encodeInSteps encodes the state as it is now, holding the read lock for
-// one step of step objects at a time; between, if set, runs at every step with the lock
-// released. The caller holds snapMu, so only one cut is installed.
-func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq uint64, err error) {
-	// The buffer is allocated, and grown, with the lock released: zeroing
-	// or copying a snapshot's worth of memory (200 MB at a million
-	// sessions) under the read lock stalled the writer, and every reader
-	// queued behind it, for up to 0.4 s.
-	w := &snapWriter{buf: make([]byte, 0, snapBuffer(p.snapSize.Load(), p.snapSizeSeq, p.log.DurableSeq()))}
+// encodeInSteps encodes the state as it is now into w, holding the read
+// lock for one step of step objects at a time. Between steps, with the
+// lock released, it hands w's sink its whole chunks (the sink may wait:
+// it paces the disk), then runs between, if set. What is left in w's
+// buffer when it returns is the caller's to emit. The caller holds
+// snapMu, so only one cut is installed.
+func (p *Projections) encodeInSteps(w *snapWriter, step int, between func()) (seq uint64, err error) {
 	p.rlock()
 	defer p.mu.RUnlock()
 	// Only the writer reads s.cut, under the write lock, so setting it
@@ -204,8 +202,9 @@ func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq 
 	cut := s.cutAt()
 	s.cut = cut
 	defer func() { s.cut = nil }()
-	data, err = cut.encode(w, step, func() {
+	_, err = cut.encode(w, step, func() {
 		p.mu.RUnlock()
+		w.emit(false)
 		w.reserve(snapHeadroom)
 		runtime.Gosched()
 		if between != nil {
@@ -213,28 +212,37 @@ func (p *Projections) encodeInSteps(step int, between func()) (data []byte, seq 
 		}
 		p.rlock()
 	})
-	if err == nil {
-		p.snapSize.Store(int64(len(data)))
-		p.snapSizeSeq = cut.seq
-	}
-	return data, cut.seq, err
+	return cut.seq, err
 }
 
-// snapBuffer is the first capacity of the buffer of a snapshot at about
-// seq, given the size of the last one, at lastSeq: that size grown in
-// proportion to the log since (a state of sessions grows with its log),
-// and an eighth more, at most tripled, plus the headroom the encoder keeps
-// free at every step. With the last size alone, the buffer was regrown
-// once a snapshot, a copy of all of it and the old one left to the
-// collector (76 of the 200 MB a snapshot of 400,000 sessions allocated
-// under .ci/blackbox's POST load, where snapshots come every 100,000
-// events).
-func snapBuffer(lastSize int64, lastSeq, seq uint64) int {
-	size := float64(max(lastSize, 0))
-	if lastSeq > 0 && seq > lastSeq {
-		size = min(3*size, size*float64(seq)/float64(lastSeq)*9/8)
+// newSnapWriter returns a writer that hands sink the snapshot in chunks of
+// snapshotChunk bytes (the last may be shorter), through one buffer of a
+// chunk and the headroom: a snapshot is written as it is encoded, never
+// held whole. Encoding into one buffer of all of it allocated the
+// snapshot's size every snapshot (200 MB at a million sessions, about 512
+// bytes for every event written), faulted all of it in fresh, and raised
+// the process's peak memory by as much.
+func newSnapWriter(sink func(chunk []byte) error) *snapWriter {
+	return &snapWriter{buf: make([]byte, 0, snapshotChunk+snapHeadroom), sink: sink}
+}
+
+// emit hands the sink every whole chunk in the buffer, and with final the
+// rest too, at least one chunk in all. The caller must not hold the state
+// locked: the sink writes to disk.
+func (w *snapWriter) emit(final bool) {
+	off := 0
+	for w.err == nil {
+		rest := len(w.buf) - off
+		if rest < snapshotChunk && !(final && (rest > 0 || w.chunks == 0)) {
+			break
+		}
+		end := off + min(rest, snapshotChunk)
+		w.err = w.sink(w.buf[off:end])
+		w.size += int64(end - off)
+		w.chunks++
+		off = end
 	}
-	return int(size) + snapHeadroom
+	w.buf = w.buf[:copy(w.buf, w.buf[off:])]
 }
 
 // snapHeadroom is the free space the snapshot's buffer keeps before each

@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -351,9 +353,11 @@ func TestSnapshotEncodingAllocatesPerSnapshotNotPerObject(t *testing.T) {
 	e.p.snapMu.Lock()
 	defer e.p.snapMu.Unlock()
 	allocs := testing.AllocsPerRun(5, func() {
-		if _, _, err := e.p.encodeInSteps(0, nil); err != nil {
+		w := newSnapWriter(func([]byte) error { return nil })
+		if _, err := e.p.encodeInSteps(w, 0, nil); err != nil {
 			t.Fatal(err)
 		}
+		w.emit(true)
 	})
 	if allocs > sessions/10 {
 		t.Errorf("encoding %d sessions allocates %.0f times, want a few per snapshot", sessions, allocs)
@@ -361,24 +365,89 @@ func TestSnapshotEncodingAllocatesPerSnapshotNotPerObject(t *testing.T) {
 	t.Logf("%.0f allocations to encode %d sessions", allocs, sessions)
 }
 
-// TestSnapshotBufferGrowsWithTheLog checks the first capacity of a
-// snapshot's buffer: the last size grown with the log and an eighth, at
-// most tripled.
-func TestSnapshotBufferGrowsWithTheLog(t *testing.T) {
-	for _, c := range []struct {
-		size         int64
-		lastSeq, seq uint64
-		want         int
-	}{
-		{0, 0, 100, 0},                     // no snapshot yet in this process
-		{1 << 20, 0, 100, 1 << 20},         // a size without its seq: as it was
-		{100 << 20, 1000, 1000, 100 << 20}, // nothing since
-		{100 << 20, 1000, 900, 100 << 20},  // a cut behind it
-		{80 << 20, 1000, 2000, 180 << 20},  // doubled, and an eighth
-		{100 << 20, 1000, 5000, 300 << 20}, // at most tripled
-	} {
-		if got := snapBuffer(c.size, c.lastSeq, c.seq) - snapHeadroom; got != c.want {
-			t.Errorf("snapBuffer(%d, %d, %d) = headroom + %d, want + %d", c.size, c.lastSeq, c.seq, got, c.want)
+// TestSnapshotIsWrittenAsItIsEncoded: a snapshot of several chunks goes
+// to its sink chunk by chunk through one buffer that never grows, every
+// chunk but the last snapshotChunk long (what the loader expects), and
+// the chunks are exactly what encoding the state at once writes. Stored
+// by SaveSnapshot, it loads as the state. Encoding all of a snapshot into
+// one buffer first allocated its whole size at every snapshot.
+func TestSnapshotIsWrittenAsItIsEncoded(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	var wg sync.WaitGroup
+	for i := range 600 {
+		wg.Add(1)
+		go func() { // about 3.5 MB of personas: four chunks
+			defer wg.Done()
+			persona := strings.Repeat(fmt.Sprintf("persona %d. ", i), 600)[:6<<10]
+			if _, err := e.p.CreateAgent(context.Background(), pr, AgentInput{Name: fmt.Sprint("a", i),
+				SandboxURL: "https://sandbox.example.com/", Persona: &persona}, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var whole []byte
+	e.p.View(func(s *State) {
+		var err error
+		if whole, err = s.encodeSnapshot(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	var chunks [][]byte
+	w := newSnapWriter(func(chunk []byte) error {
+		chunks = append(chunks, bytes.Clone(chunk))
+		return nil
+	})
+	capacity := cap(w.buf)
+	e.p.snapMu.Lock()
+	_, err := e.p.encodeInSteps(w, snapshotStep, nil)
+	e.p.snapMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.emit(true)
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if len(chunks) < 3 {
+		t.Fatalf("%d chunks for %d bytes, want several", len(chunks), len(whole))
+	}
+	for i, c := range chunks[:len(chunks)-1] {
+		if len(c) != snapshotChunk {
+			t.Errorf("chunk %d of %d is %d bytes, want %d", i, len(chunks), len(c), snapshotChunk)
+		}
+	}
+	if got := bytes.Join(chunks, nil); !bytes.Equal(got, whole) {
+		t.Errorf("the chunks (%d bytes) are not the snapshot encoded at once (%d bytes)", len(got), len(whole))
+	}
+	if cap(w.buf) != capacity || w.size != int64(len(whole)) || w.chunks != len(chunks) {
+		t.Errorf("buffer %d bytes, was %d; size %d, chunks %d: want the buffer never grown, size %d, chunks %d",
+			cap(w.buf), capacity, w.size, w.chunks, len(whole), len(chunks))
+	}
+
+	seq, err := e.p.SaveSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkStoredSnapshot(seq)
+	if got := e.p.snapSize.Load(); got != int64(len(whole)) {
+		t.Errorf("snapSize %d, want %d", got, len(whole))
+	}
+}
+
+// TestEmitHandsAtLeastOneChunk: a snapshot is at least one chunk, even of
+// nothing, and a final emit of an exact multiple of chunks adds none.
+func TestEmitHandsAtLeastOneChunk(t *testing.T) {
+	for _, c := range []struct{ size, chunks int }{{0, 1}, {1, 1}, {snapshotChunk, 1}, {2 * snapshotChunk, 2}, {2*snapshotChunk + 1, 3}} {
+		var got []int
+		w := newSnapWriter(func(chunk []byte) error { got = append(got, len(chunk)); return nil })
+		w.buf = append(w.buf, make([]byte, c.size)...)
+		w.emit(false)
+		w.emit(true)
+		if len(got) != c.chunks || w.size != int64(c.size) {
+			t.Errorf("%d bytes: chunks %v (size %d), want %d chunks", c.size, got, w.size, c.chunks)
 		}
 	}
 }
