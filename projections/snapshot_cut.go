@@ -228,8 +228,14 @@ func newSnapWriter(sink func(chunk []byte) error) *snapWriter {
 
 // emit hands the sink every whole chunk in the buffer, and with final the
 // rest too, at least one chunk in all. The caller must not hold the state
-// locked: the sink writes to disk.
+// locked: the sink writes to disk. Once the sink has failed, emit drops
+// what the encoder writes, so that the rest of a failed snapshot does not
+// pile up in memory.
 func (w *snapWriter) emit(final bool) {
+	if w.err != nil {
+		w.buf = w.buf[:0]
+		return
+	}
 	off := 0
 	for w.err == nil {
 		rest := len(w.buf) - off

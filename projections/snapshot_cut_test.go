@@ -438,7 +438,8 @@ func TestSnapshotIsWrittenAsItIsEncoded(t *testing.T) {
 }
 
 // TestEmitHandsAtLeastOneChunk: a snapshot is at least one chunk, even of
-// nothing, and a final emit of an exact multiple of chunks adds none.
+// nothing, and a final emit of an exact multiple of chunks adds none; once
+// the sink has failed, nothing more is kept.
 func TestEmitHandsAtLeastOneChunk(t *testing.T) {
 	for _, c := range []struct{ size, chunks int }{{0, 1}, {1, 1}, {snapshotChunk, 1}, {2 * snapshotChunk, 2}, {2*snapshotChunk + 1, 3}} {
 		var got []int
@@ -449,5 +450,14 @@ func TestEmitHandsAtLeastOneChunk(t *testing.T) {
 		if len(got) != c.chunks || w.size != int64(c.size) {
 			t.Errorf("%d bytes: chunks %v (size %d), want %d chunks", c.size, got, w.size, c.chunks)
 		}
+	}
+	// After the sink fails, what the encoder writes is dropped.
+	w := newSnapWriter(func([]byte) error { return errors.New("disk full") })
+	for range 3 {
+		w.buf = append(w.buf, make([]byte, snapshotChunk)...)
+		w.emit(false)
+	}
+	if w.err == nil || len(w.buf) != 0 || w.chunks != 1 {
+		t.Errorf("after a failed chunk: err %v, %d bytes kept, %d chunks tried; want the error, none kept, one tried", w.err, len(w.buf), w.chunks)
 	}
 }
