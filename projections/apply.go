@@ -199,14 +199,13 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 		return err
 	}
 	key := emailKey(p.Contact.Email)
-	if t.emails[key] != nil {
+	if t.emails.get(&s.contacts, key) != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}
-	c := s.contactBlock.new(contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
+	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
 		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
-	s.contacts[id] = c
 	t.contacts = append(t.contacts, c)
-	t.emails[s.emailKey(c.email)] = c
+	t.emails.add(&s.contacts, key, n)
 	return nil
 }
 
@@ -223,13 +222,12 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	if err != nil {
 		return err
 	}
-	ses := s.sessionBlock.new(session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
-	s.sessions[id] = ses
+	ses, n := s.sessions.addNumbered(id, session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
 	t := a.tenant
 	t.sessions = append(t.sessions, ses)
 	a.sessions = append(a.sessions, ses)
 	s.addContactSession(c, ses)
-	t.byStatus[inProgress].ReplaceOrInsert(ses)
+	t.byStatus[inProgress].ReplaceOrInsert(sesRef{ses.seq, n})
 	t.stats.sessionStarted(ses.startedAt)
 	return nil
 }
@@ -268,7 +266,7 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 	}
 	s.keepSession(ses)
 	if !ses.hot {
-		ses.agent.tenant.hot.ReplaceOrInsert(ses)
+		ses.agent.tenant.hot.ReplaceOrInsert(s.ref(ses))
 	}
 	ses.hot = true
 	ses.hotSignals = ses.signals
@@ -278,12 +276,13 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 }
 
 // end moves a session out of in_progress.
-func (ses *session) end(to sessionStatus, at int64) {
+func (s *State) end(ses *session, to sessionStatus, at int64) {
 	t := ses.agent.tenant
-	t.byStatus[ses.status].Delete(ses)
+	ref := s.ref(ses)
+	t.byStatus[ses.status].Delete(ref)
 	ses.status = to
 	ses.endedAt = at
-	t.byStatus[to].ReplaceOrInsert(ses)
+	t.byStatus[to].ReplaceOrInsert(ref)
 	t.stats.sessionEnded(to, ses.score, at)
 }
 
@@ -299,7 +298,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
 	ses.replayURL = s.text.keep(p.ReplayURL)
 	s.addEvent(ses, rec.Seq)
-	ses.end(completed, unix(rec.Time))
+	s.end(ses, completed, unix(rec.Time))
 	return nil
 }
 
@@ -317,7 +316,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 		ses.replayURL = s.text.keep(*p.ReplayURL)
 	}
 	s.addEvent(ses, rec.Seq)
-	ses.end(abandoned, unix(rec.Time))
+	s.end(ses, abandoned, unix(rec.Time))
 	return nil
 }
 

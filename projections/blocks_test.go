@@ -30,9 +30,30 @@ func TestBlockSlicesStayApart(t *testing.T) {
 			}
 		}
 	}
-	p, q := b.new(7), b.new(8)
-	if *p != 7 || *q != 8 || p == q {
-		t.Fatalf("new: %d at %p, %d at %p", *p, p, *q, q)
+}
+
+// A table finds every value by its id, where add put it, across blocks;
+// values never move as more are added; unknown ids are not found.
+func TestTableKeepsEveryValueInPlace(t *testing.T) {
+	var tb table[int]
+	id := func(i int) ID { return ID{byte(i), byte(i >> 8), 0xee} }
+	var where []*int
+	const n = 3*blockLen + 5
+	for i := range n {
+		where = append(where, tb.add(id(i), i))
+	}
+	if tb.len() != n || len(tb.blocks) != 4 {
+		t.Fatalf("len %d in %d blocks, want %d in 4", tb.len(), len(tb.blocks), n)
+	}
+	runtime.GC()
+	for i := range n {
+		p, ok := tb.get(id(i))
+		if !ok || p != where[i] || *p != i || tb.at(id(i)) != p {
+			t.Fatalf("get(%d) = %v at %p, want %d at %p", i, ok, p, i, where[i])
+		}
+	}
+	if p, ok := tb.get(id(n)); ok || p != nil || tb.at(id(n)) != nil {
+		t.Fatal("an unknown id was found")
 	}
 }
 
@@ -63,5 +84,40 @@ func TestTextBlocksKeepEveryString(t *testing.T) {
 	}
 	if tx.keep("") != "" || tx.keepBytes(nil) != "" {
 		t.Fatal("an empty string is not empty")
+	}
+}
+
+// The e-mail index finds each contact by its address's key, whatever the
+// case it was given in, and nothing for an unknown one, also when
+// addresses share a hash: with every key of one hash, all but the first
+// go by name.
+func TestEmailIndexFindsEveryContact(t *testing.T) {
+	for _, clashing := range []bool{false, true} {
+		var contacts table[contact]
+		var x emailIndex
+		if clashing {
+			x.hash = func(string) uint64 { return 7 }
+		}
+		emails := []string{"pat@example.com", "Lee@Example.com", "sam@example.com", "ΣIGMA@example.com"}
+		for i, e := range emails {
+			_, n := contacts.addNumbered(ID{byte(i)}, contact{email: e})
+			if x.get(&contacts, emailKey(e)) != nil {
+				t.Fatalf("clashing %v: %s found before it was added", clashing, e)
+			}
+			x.add(&contacts, emailKey(e), n)
+		}
+		for _, e := range emails {
+			for _, asked := range []string{e, strings.ToUpper(e), strings.ToLower(e)} {
+				if c := x.get(&contacts, emailKey(asked)); c == nil || c.email != e {
+					t.Errorf("clashing %v: get(%s) = %v, want %s", clashing, asked, c, e)
+				}
+			}
+		}
+		if c := x.get(&contacts, "kim@example.com"); c != nil {
+			t.Errorf("clashing %v: an unknown address found %s", clashing, c.email)
+		}
+		if want := map[bool]int{false: 0, true: 3}[clashing]; len(x.clash) != want {
+			t.Errorf("clashing %v: %d kept by name, want %d", clashing, len(x.clash), want)
+		}
 	}
 }

@@ -106,7 +106,7 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 	p.View(func(s *State) {
 		ses := func(id string) *session {
 			sid, _ := ParseID(PrefixSession, id)
-			return s.sessions[sid]
+			return s.sessions.at(sid)
 		}
 		ref := func(c *contact) ContactRef { return ContactRef{Name: c.name, Email: c.email, Company: c.company} }
 		// A session's figures are final once it ended; only a meeting can

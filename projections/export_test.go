@@ -4,7 +4,7 @@ package projections
 // read of its insides.
 
 // SessionCount is the number of sessions s holds.
-func SessionCount(s *State) int { return len(s.sessions) }
+func SessionCount(s *State) int { return s.sessions.len() }
 
 // SnapMetaKey is the key of the stored snapshot's metadata.
 var SnapMetaKey = snapMetaKey

@@ -46,10 +46,10 @@ func (w *webhook) listSeq() uint64   { return w.seq }
 // kind is how the API names one kind of entity and where the state keeps
 // it.
 type kind[K comparable, T entity] struct {
-	name  string                    // for messages: "agent"
-	key   func(id string) (K, bool) // the index key of an API id
-	index func(s *State) map[K]T
-	list  func(t *tenant) []T // the tenant's list, in seq order
+	name string                    // for messages: "agent"
+	key  func(id string) (K, bool) // the index key of an API id
+	get  func(s *State, key K) (T, bool)
+	list func(t *tenant) []T // the tenant's list, in seq order
 }
 
 func ulidKey(prefix string) func(string) (ID, bool) {
@@ -58,14 +58,14 @@ func ulidKey(prefix string) func(string) (ID, bool) {
 
 var (
 	agentKind = kind[ID, *agent]{"agent", ulidKey(PrefixAgent),
-		func(s *State) map[ID]*agent { return s.agents }, func(t *tenant) []*agent { return t.agents }}
+		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) []*agent { return t.agents }}
 	contactKind = kind[ID, *contact]{"contact", ulidKey(PrefixContact),
-		func(s *State) map[ID]*contact { return s.contacts }, func(t *tenant) []*contact { return t.contacts }}
+		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(t *tenant) []*contact { return t.contacts }}
 	sessionKind = kind[ID, *session]{"session", ulidKey(PrefixSession),
-		func(s *State) map[ID]*session { return s.sessions }, func(t *tenant) []*session { return t.sessions }}
+		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(t *tenant) []*session { return t.sessions }}
 	// Webhook ids are kept as the strings they were minted as.
 	webhookKind = kind[string, *webhook]{"webhook", func(id string) (string, bool) { return id, true },
-		func(s *State) map[string]*webhook { return s.webhooks }, func(t *tenant) []*webhook { return t.webhooks }}
+		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) []*webhook { return t.webhooks }}
 )
 
 // in returns the entity of account whose API id is id; false for an id
@@ -76,7 +76,7 @@ func (k kind[K, T]) in(s *State, account, id string) (T, bool) {
 	if !ok {
 		return none, false
 	}
-	e, ok := k.index(s)[key]
+	e, ok := k.get(s, key)
 	if !ok || e.owner().account.ID != account {
 		return none, false
 	}
@@ -91,7 +91,7 @@ func (k kind[K, T]) of(s *State, rec *eventlog.Record, id string) (T, error) {
 	if !ok {
 		return none, errorf("%q is not a valid %s id", id, k.name)
 	}
-	e, ok := k.index(s)[key]
+	e, ok := k.get(s, key)
 	if !ok {
 		return none, errorf("unknown %s %s", k.name, id)
 	}
@@ -108,7 +108,7 @@ func (k kind[K, T]) fresh(s *State, id string) (K, error) {
 	if !ok {
 		return key, errorf("%q is not a valid %s id", id, k.name)
 	}
-	if _, taken := k.index(s)[key]; taken {
+	if _, taken := k.get(s, key); taken {
 		return key, errorf("%s %s exists", k.name, id)
 	}
 	return key, nil

@@ -161,7 +161,7 @@ func dump(s *State) string {
 		}
 		for _, c := range t.contacts {
 			enc.Encode(c.view())
-			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails[emailKey(c.email)] == c)
+			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails.get(&s.contacts, emailKey(c.email)) == c)
 		}
 		for _, ses := range t.sessions {
 			fmt.Fprintf(&b, "%s\n", ses.appendJSON(nil))
@@ -171,8 +171,9 @@ func dump(s *State) string {
 			enc.Encode(w.view())
 			fmt.Fprintf(&b, " webhook seq %d secret %x previous %x until %d skip to %d version %d\n", w.seq, w.secret, w.prevSecret, w.prevUntil, w.skipTo, w.version)
 		}
+		fmt.Fprintf(&b, " e-mails indexed %d\n", len(t.emails.byHash)+len(t.emails.clash))
 		fmt.Fprintf(&b, " active agents %d, hot:", t.stats.activeAgents)
-		t.hot.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })
+		t.hot.Ascend(refDump(&b, s))
 		for _, d := range slices.Sorted(maps.Keys(t.stats.days)) {
 			fmt.Fprintf(&b, "\n day %d %+v", d, *t.stats.days[d])
 		}
@@ -182,7 +183,7 @@ func dump(s *State) string {
 		fmt.Fprintf(&b, "\n events %v\n", t.events.seqsBefore(0, t.events.len()))
 		for st, tree := range t.byStatus {
 			fmt.Fprintf(&b, " status %d:", st)
-			tree.Ascend(func(ses *session) bool { fmt.Fprintf(&b, " %d", ses.seq); return true })
+			tree.Ascend(refDump(&b, s))
 			b.WriteString("\n")
 		}
 	}
@@ -659,4 +660,17 @@ func storedSnapMeta(t *testing.T, store *eventlog.Store) snapMeta {
 		t.Fatal(err)
 	}
 	return meta
+}
+
+// refDump writes the seq of each session of a tree, and where the tree's
+// entry names another seq than its session's, that too.
+func refDump(b *strings.Builder, s *State) func(sesRef) bool {
+	return func(r sesRef) bool {
+		ses := s.sessions.num(r.n)
+		fmt.Fprintf(b, " %d", ses.seq)
+		if r.seq != ses.seq {
+			fmt.Fprintf(b, " (the tree says %d)", r.seq)
+		}
+		return true
+	}
 }

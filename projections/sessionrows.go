@@ -144,9 +144,9 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 		case agentF != nil:
 			descendBelow(agentF.sessions, below, visit)
 		case q.HotOnly:
-			t.hot.DescendLessOrEqual(&session{seq: below - 1}, visit)
+			t.hot.DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		case q.Status != "":
-			t.byStatus[status].DescendLessOrEqual(&session{seq: below - 1}, visit)
+			t.byStatus[status].DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		default:
 			descendBelow(t.sessions, below, visit)
 		}
@@ -187,7 +187,7 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 	needle := strings.ToLower(strings.TrimSpace(q.Search))
 	err := listing(p, contactKind, account, ListQuery{StartingAfter: q.After}, func(s *State, t *tenant, after uint64) {
 		row := func(c *contact) ContactRow { return ContactRow{ContactView: c.view(), Sessions: len(c.sessions)} }
-		if c := t.emails[emailKey(needle)]; c != nil && q.After == "" {
+		if c := t.emails.get(&s.contacts, emailKey(needle)); c != nil && q.After == "" {
 			out.Rows = append(out.Rows, row(c))
 			return
 		}

@@ -105,7 +105,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
 				}
 				contactID = *in.ContactID
-			} else if c := a.tenant.emails[emailKey(in.Contact.Email)]; c != nil {
+			} else if c := a.tenant.emails.get(&s.contacts, emailKey(in.Contact.Email)); c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
 				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
@@ -113,7 +113,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
 		},
-		Result: func(s *State) any { return s.sessions[id].answer() },
+		Result: func(s *State) any { return s.sessions.at(id).answer() },
 	})
 }
 
@@ -135,7 +135,7 @@ func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionI
 			events, err := decide(s, ses)
 			return events, nil, err
 		},
-		Result: func(s *State) any { return s.sessions[id].answer() },
+		Result: func(s *State) any { return s.sessions.at(id).answer() },
 	})
 }
 
@@ -306,9 +306,9 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 		case f.Status != "":
 			tree := t.byStatus[status]
 			if after == 0 {
-				tree.Descend(visit)
+				tree.Descend(s.sessionsOf(visit))
 			} else {
-				tree.DescendLessOrEqual(&session{seq: after - 1}, visit)
+				tree.DescendLessOrEqual(sesRef{seq: after - 1}, s.sessionsOf(visit))
 			}
 		default:
 			descend(t.sessions, after, visit)
@@ -332,7 +332,7 @@ func (p *Projections) Contacts(account string, q ListQuery, email string) (Page[
 	// finds it without a walk.
 	pg := Page[ContactView]{Data: []ContactView{}}
 	err := listing(p, contactKind, account, q, func(s *State, t *tenant, after uint64) {
-		if c := t.emails[emailKey(email)]; c != nil && (after == 0 || c.seq < after) {
+		if c := t.emails.get(&s.contacts, emailKey(email)); c != nil && (after == 0 || c.seq < after) {
 			pg.Data = append(pg.Data, c.view())
 		}
 	})

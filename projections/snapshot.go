@@ -272,8 +272,8 @@ func decodeSnapshot(b []byte) (*State, error) {
 	s.seq = r.uint()
 	// Size the maps once rather than growing them a million times.
 	s.agents = make(map[ID]*agent, r.len())
-	s.contacts = make(map[ID]*contact, r.len())
-	s.sessions = make(map[ID]*session, r.len())
+	s.contacts.presize(r.len())
+	s.sessions.presize(r.len())
 	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
 		a := &Account{ID: r.str(), Name: r.str(), Plan: r.str(), RateLimitPerMinute: int(r.int()), CreatedAt: r.time()}
 		s.accounts[a.ID] = a
@@ -306,15 +306,16 @@ func decodeSnapshot(b []byte) (*State, error) {
 		}
 		t.contacts = make([]*contact, r.len())
 		for i := range t.contacts {
-			c := s.contactBlock.new(contact{id: r.id(), tenant: t, seq: r.uint(), name: r.text(&s.text),
+			id := r.id()
+			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: r.uint(), name: r.text(&s.text),
 				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
 			t.contacts[i] = c
-			s.contacts[c.id] = c
-			t.emails[s.emailKey(c.email)] = c
+			t.emails.add(&s.contacts, emailKey(c.email), n)
 		}
 		t.sessions = make([]*session, r.len())
 		for i := range t.sessions {
-			ses := s.sessionBlock.new(session{id: r.id(), agent: s.agents[r.id()], contact: s.contacts[r.id()], seq: r.uint(),
+			id := r.id()
+			ses, n := s.sessions.addNumbered(id, session{id: id, agent: s.agents[r.id()], contact: s.contacts.at(r.id()), seq: r.uint(),
 				startedAt: r.int(), endedAt: r.int(), replayURL: r.text(&s.text), duration: int32(r.int()),
 				status: sessionStatus(r.uint()), score: uint8(r.uint())})
 			r.fixed(ses.signals[:])
@@ -337,12 +338,11 @@ func decodeSnapshot(b []byte) (*State, error) {
 				return nil, fmt.Errorf("snapshot: session %s refers to what it does not hold", FormatID(PrefixSession, ses.id))
 			}
 			t.sessions[i] = ses
-			s.sessions[ses.id] = ses
 			ses.agent.sessions = append(ses.agent.sessions, ses)
 			s.addContactSession(ses.contact, ses)
-			t.byStatus[ses.status].ReplaceOrInsert(ses)
+			t.byStatus[ses.status].ReplaceOrInsert(sesRef{ses.seq, n})
 			if ses.hot {
-				t.hot.ReplaceOrInsert(ses)
+				t.hot.ReplaceOrInsert(sesRef{ses.seq, n})
 			}
 		}
 		t.webhooks = make([]*webhook, r.len())

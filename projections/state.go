@@ -21,16 +21,14 @@ type State struct {
 
 	tenants  map[string]*tenant
 	agents   map[ID]*agent
-	contacts map[ID]*contact
-	sessions map[ID]*session
+	contacts table[contact]
+	sessions table[session]
 	webhooks map[string]*webhook
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 
 	// Where sessions and contacts, their lists and their text are
 	// allocated (blocks.go).
-	sessionBlock  block[session]
-	contactBlock  block[contact]
 	sessionsBlock block[*session]
 	eventsBlock   block[uint64]
 	text          text
@@ -85,8 +83,6 @@ func NewState() *State {
 		keysByHash: map[[sha256.Size]byte]*APIKey{},
 		tenants:    map[string]*tenant{},
 		agents:     map[ID]*agent{},
-		contacts:   map[ID]*contact{},
-		sessions:   map[ID]*session{},
 		webhooks:   map[string]*webhook{},
 	}
 	s.users.init()
