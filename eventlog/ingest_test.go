@@ -29,11 +29,12 @@ func replace(s *Store, prefix []byte, puts []Put, pace func(n int) error) error 
 	return r.Commit()
 }
 
-// TestReplace: a table of puts becomes what its prefix holds, readable
+// TestReplace: a Replacement's puts become what its prefix holds, readable
 // whole, paced value by value, while every other key under the prefix is
 // gone and keys beside it stay; keys out of order, outside the prefix or
-// in the log's keyspace are refused before anything is written; a failed
-// write of the table changes nothing and leaves no file behind.
+// in the log's keyspace are refused and change nothing; a failed write of
+// the table or an Abort changes nothing and leaves no file behind; Put
+// copies its key and value.
 func TestReplace(t *testing.T) {
 	var failWrites atomic.Bool
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {

@@ -152,7 +152,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		ErrorIfNotExists: !opts.Create,
 		CacheSize:        blockCacheSize,
 		MemTableSize:     memTableSize,
-		// Replace's excise needs virtual tables, and this format lets an
+		// A Replacement's excise needs virtual tables, and this format lets an
 		// excise that meets keys still in the memtable wait for their
 		// flush without holding up commits. An older store is upgraded
 		// when it opens (one way: demosvc builds older than this one use

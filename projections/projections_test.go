@@ -519,8 +519,8 @@ func isCode(err error, code string) bool {
 
 // A snapshot replaces the stored one in one step: a save whose table
 // cannot be written leaves the stored one whole, and a save drops whatever
-// the keyspace held, also a store laid out by builds before Store.Replace
-// (the snapshot in slot 1, half a save's chunks in slot 0).
+// the keyspace held, also a store laid out by earlier builds (the snapshot
+// in slot 1, half a save's chunks in slot 0).
 func TestAnInterruptedSnapshotSaveLeavesTheStoredOneWhole(t *testing.T) {
 	dir := t.TempDir()
 	e := openEnv(t, dir, DefaultOptions)

@@ -41,10 +41,11 @@ type snapMeta struct {
 	Sum     [32]byte `msgpack:"h"`
 }
 
-// snapChunkKey is the key of chunk i in slot 0 or 1. Builds before
-// Store.Replace wrote each snapshot into the slot the stored one did not
-// use, then its metadata; a snapshot now replaces the keyspace whole, in
-// slot 0, and the slot in the metadata lets this build read the others.
+// snapChunkKey is the key of chunk i in slot 0 or 1. Earlier builds wrote
+// each snapshot into the slot the stored one did not use, then its
+// metadata; a snapshot now replaces the keyspace whole (an
+// eventlog.Replacement), in slot 0, and the slot in the metadata lets
+// this build read the others.
 func snapChunkKey(slot uint8, i int) []byte {
 	k := append(append([]byte(nil), snapChunkPrefix...), slot)
 	return binary.BigEndian.AppendUint32(k, uint32(i))
