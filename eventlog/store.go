@@ -384,7 +384,7 @@ func (s *Store) BeginReplace(prefix []byte, pace func(n int) error) (*Replacemen
 	}
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: 1 << 20})
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: s.db.TableFormat()})
-	return &Replacement{s: s, prefix: prefix, end: end, name: name, w: w, pace: pace}, nil
+	return &Replacement{s: s, prefix: bytes.Clone(prefix), end: end, name: name, w: w, pace: pace}, nil
 }
 
 // Put adds key, after every key put before and under the prefix, with

@@ -161,14 +161,8 @@ type table[T any] struct {
 	n      uint32
 }
 
-// add keeps v as the value of id, which must not be in t, and returns
-// where it is kept.
-func (t *table[T]) add(id ID, v T) *T {
-	p, _ := t.addNumbered(id, v)
-	return p
-}
-
-// addNumbered is add, also returning v's number.
+// addNumbered keeps v as the value of id, which must not be in t, and
+// returns where it is kept and its number.
 func (t *table[T]) addNumbered(id ID, v T) (*T, uint32) {
 	if t.ids == nil {
 		t.ids = map[ID]uint32{}

@@ -40,7 +40,11 @@ func TestTableKeepsEveryValueInPlace(t *testing.T) {
 	var where []*int
 	const n = 3*blockLen + 5
 	for i := range n {
-		where = append(where, tb.add(id(i), i))
+		p, num := tb.addNumbered(id(i), i)
+		if num != uint32(i) {
+			t.Fatalf("value %d numbered %d", i, num)
+		}
+		where = append(where, p)
 	}
 	if tb.len() != n || len(tb.blocks) != 4 {
 		t.Fatalf("len %d in %d blocks, want %d in 4", tb.len(), len(tb.blocks), n)

@@ -164,7 +164,7 @@ func (w *snapWriter) webhook(wh *webhook) {
 type snapWriter struct {
 	buf    []byte
 	err    error
-	sink   func(chunk []byte) error // where emit hands whole chunks; nil: buf keeps all
+	sink   func(chunk []byte) error // where emit hands whole chunks; nil: buf keeps all, never emitted
 	size   int64                    // bytes handed to sink so far
 	chunks int                      // and in how many chunks
 }
@@ -376,6 +376,11 @@ func decodeSnapshot(b []byte) (*State, error) {
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errors.New("trailing bytes")
+	}
+	// An id given twice would leave the first of its values unreachable by
+	// id, and its entries in the trees naming the second.
+	if r.err == nil && (len(s.sessions.ids) != s.sessions.len() || len(s.contacts.ids) != s.contacts.len()) {
+		r.err = errors.New("a session or contact id is given twice")
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("snapshot: %w", r.err)

@@ -461,3 +461,36 @@ func TestEmitHandsAtLeastOneChunk(t *testing.T) {
 		t.Errorf("after a failed chunk: err %v, %d bytes kept, %d chunks tried; want the error, none kept, one tried", w.err, len(w.buf), w.chunks)
 	}
 }
+
+// A snapshot naming one session or contact id twice does not load: the
+// tables would keep the first value, unreachable by its id.
+func TestASnapshotWithAnIDTwiceDoesNotLoad(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	agent := e.agent(pr, "a")
+	first, second := e.session(pr, agent.ID, "one@example.com"), e.session(pr, agent.ID, "two@example.com")
+	var data []byte
+	e.p.View(func(s *State) {
+		var err error
+		if data, err = s.encodeSnapshot(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := decodeSnapshot(data); err != nil {
+		t.Fatalf("the snapshot as encoded does not load: %v", err)
+	}
+	for _, ids := range [][3]string{{PrefixSession, first.ID, second.ID}, {PrefixContact, first.ContactID, second.ContactID}} {
+		a, okA := ParseID(ids[0], ids[1])
+		b, okB := ParseID(ids[0], ids[2])
+		if !okA || !okB {
+			t.Fatalf("ids %v do not parse", ids)
+		}
+		if !bytes.Contains(data, b[:]) {
+			t.Fatalf("%s is not in the snapshot", ids[2])
+		}
+		twice := bytes.ReplaceAll(data, b[:], a[:])
+		if _, err := decodeSnapshot(twice); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s given twice: %v, want an error saying so", ids[1], err)
+		}
+	}
+}
