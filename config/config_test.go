@@ -139,7 +139,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"delivery.allow_private_networks": "false", "delivery.standard_webhooks": "true",
 		"delivery.disable_after": "120h", "delivery.retention": "720h",
 		"metrics.per_webhook":      "false",
-		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "100000",
+		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "250000",
 		"secrets.master_key": "", "testing.clock": "", "testing.seed": "0",
 		"http.trusted_proxies": "", "tls.cert_file": "", "tls.key_file": "",
 		"dashboard.enabled": "true", "dashboard.secure_cookies": "false", "dashboard.session_idle": "12h",

@@ -159,7 +159,12 @@ func Default() *Config {
 	c.Delivery.Retention = 30 * 24 * time.Hour
 	c.Webhooks.MaxPerAccount = 25
 	c.Bootstrap.Plan = "pro"
-	c.Snapshot.Every = 100000
+	// Every snapshot walks the whole state. Under a sustained 30,000
+	// writes a second, 100,000 events between them kept one running at
+	// all times, and the same POST load cost 9-10% more server CPU than
+	// at 250,000 (side by side, twice). After a crash, replaying 250,000
+	// events takes about 0.2 s.
+	c.Snapshot.Every = 250000
 	c.Dashboard.Enabled = true
 	c.Dashboard.SessionIdle = 12 * time.Hour
 	c.Dashboard.SessionMax = 7 * 24 * time.Hour
