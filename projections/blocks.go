@@ -159,6 +159,11 @@ type table[T any] struct {
 	ids    map[ID]uint32
 	blocks [][]T // value n is blocks[n/blockLen][n%blockLen]
 	n      uint32
+	// newest is the greatest id in t. Ids are minted in time order, so
+	// the id a record creates is almost always greater, and get says it
+	// is not in t without a lookup in ids: at a million values that
+	// lookup is a cache miss, 2.8% of a POST's CPU (pprof, under wrk).
+	newest ID
 }
 
 // addNumbered keeps v as the value of id, which must not be in t, and
@@ -174,6 +179,9 @@ func (t *table[T]) addNumbered(id ID, v T) (*T, uint32) {
 	p := &t.blocks[n/blockLen][n%blockLen]
 	*p = v
 	t.ids[id] = n
+	if n == 0 || id.Compare(t.newest) > 0 {
+		t.newest = id
+	}
 	t.n++
 	return p, n
 }
@@ -183,6 +191,9 @@ func (t *table[T]) num(n uint32) *T { return &t.blocks[n/blockLen][n%blockLen] }
 
 // get returns the value of id.
 func (t *table[T]) get(id ID) (*T, bool) {
+	if t.n == 0 || id.Compare(t.newest) > 0 {
+		return nil, false
+	}
 	n, ok := t.ids[id]
 	if !ok {
 		return nil, false

@@ -56,8 +56,16 @@ func TestTableKeepsEveryValueInPlace(t *testing.T) {
 			t.Fatalf("get(%d) = %v at %p, want %d at %p", i, ok, p, i, where[i])
 		}
 	}
-	if p, ok := tb.get(id(n)); ok || p != nil || tb.at(id(n)) != nil {
-		t.Fatal("an unknown id was found")
+	// The ids were added out of order (id(256) sorts before id(1)):
+	// unknown ones below and above the greatest are not found.
+	for _, unknown := range []ID{id(n), {}, {0xff, 0xff, 0xff}} {
+		if p, ok := tb.get(unknown); ok || p != nil || tb.at(unknown) != nil {
+			t.Fatalf("unknown id %x was found", unknown)
+		}
+	}
+	var empty table[int]
+	if _, ok := empty.get(ID{}); ok {
+		t.Fatal("the zero id was found in an empty table")
 	}
 }
 
