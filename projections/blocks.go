@@ -121,7 +121,7 @@ func (x *emailIndex) get(contacts *table[contact], key string) *contact {
 	if !ok {
 		return nil
 	}
-	if c := contacts.num(n); emailKey(c.email) == key {
+	if c := contacts.num(n); isKeyOf(key, c.email) {
 		return c
 	}
 	if n, ok := x.clash[key]; ok {
@@ -137,7 +137,7 @@ func (x *emailIndex) add(contacts *table[contact], key string, n uint32) {
 	if x.byHash == nil {
 		x.byHash = map[uint64]uint32{}
 	}
-	if m, ok := x.byHash[h]; ok && emailKey(contacts.num(m).email) != key {
+	if m, ok := x.byHash[h]; ok && !isKeyOf(key, contacts.num(m).email) {
 		if x.clash == nil {
 			x.clash = map[string]uint32{}
 		}

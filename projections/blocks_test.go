@@ -133,3 +133,31 @@ func TestEmailIndexFindsEveryContact(t *testing.T) {
 		}
 	}
 }
+
+// isKeyOf agrees with comparing emailKey's result on every kind of
+// address: ASCII, capitals, runes whose lower case is longer or shorter
+// in UTF-8 (Ⱥ, the Kelvin sign), invalid bytes, prefixes and extensions;
+// and it allocates nothing for a stored address with capitals.
+func TestIsKeyOfLowersAsEmailKey(t *testing.T) {
+	alphabet := []string{"a", "B", "@", ".", "Σ", "σ", "Ⱥ", "ⱥ", "\u212a", "k", "\xff", "\uFFFD", "İ", "i"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	word := func() string {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	for i := 0; i < 200_000; i++ {
+		email := word()
+		keys := []string{emailKey(email), word(), emailKey(email) + "a", strings.TrimSuffix(emailKey(email), "a"), email}
+		for _, key := range keys {
+			if got, want := isKeyOf(key, email), emailKey(email) == key; got != want {
+				t.Fatalf("isKeyOf(%q, %q) = %v, emailKey says %v", key, email, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { isKeyOf("lee@example.com", "Lee@Example.COM") }); n != 0 {
+		t.Fatalf("%v allocations a call", n)
+	}
+}

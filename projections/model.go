@@ -3,6 +3,8 @@ package projections
 import (
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/btree"
 	"github.com/oklog/ulid/v2"
@@ -109,6 +111,22 @@ func (s *State) sessionsOf(visit func(*session) bool) func(sesRef) bool {
 // emailKey is how a tenant indexes its contacts' e-mails: compared
 // case-insensitively, so a known contact is reused whatever its case.
 func emailKey(email string) string { return strings.ToLower(email) }
+
+// isKeyOf reports whether key is emailKey(email) without making the key,
+// which for an address with capitals is an allocation per lookup: it
+// lowers email a rune at a time as strings.ToLower does (an invalid byte
+// becomes U+FFFD) and compares as it goes.
+func isKeyOf(key, email string) bool {
+	var buf [utf8.UTFMax]byte
+	for _, r := range email {
+		low := utf8.AppendRune(buf[:0], unicode.ToLower(r))
+		if len(key) < len(low) || key[:len(low)] != string(low) {
+			return false
+		}
+		key = key[len(low):]
+	}
+	return key == ""
+}
 
 func newTenant(a *Account) *tenant {
 	t := &tenant{account: a}
