@@ -56,18 +56,19 @@ func (l *seqList) seqsBefore(before uint64, max int) []uint64 {
 
 // seqs writes the first n seqs of l as deltas, calling tick every
 // seqsPerTick of them: about the bytes of one session, a snapshot's
-// object.
-func (w *snapWriter) seqs(l *seqList, n int, tick func()) {
+// object. It stops, returning false, when tick says to.
+func (w *snapWriter) seqs(l *seqList, n int, tick func() (stop bool)) bool {
 	w.len(n)
 	var prev uint64
 	for i := range n {
 		s := l.at(i)
 		w.uint(s - prev)
 		prev = s
-		if (i+1)%seqsPerTick == 0 {
-			tick()
+		if (i+1)%seqsPerTick == 0 && tick() {
+			return false
 		}
 	}
+	return true
 }
 
 const seqsPerTick = 32

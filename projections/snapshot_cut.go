@@ -138,7 +138,9 @@ func (s *State) keepSession(ses *session) {
 // it calls between, which may let the state change; step 0 never calls it.
 // The caller holds the state read-locked, except inside between. It
 // returns w's buffer: all of the snapshot for a writer without a sink,
-// what emit has not yet handed on for one with.
+// what emit has not yet handed on for one with. Once w's sink has failed
+// (seen after a between), it stops: the rest of the state is not walked
+// for a snapshot that will not be kept.
 func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error) {
 	w.uint(c.seq)
 	w.len(c.agents)
@@ -153,43 +155,58 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 		w.key(&c.keys[i])
 	}
 	n := 0
-	tick := func() {
+	tick := func() (stop bool) {
 		if n++; step > 0 && n%step == 0 {
 			between()
 		}
+		return w.err != nil
 	}
-	for _, t := range c.tenants {
-		w.len(len(t.agents))
-		for _, a := range t.agents {
-			if kept, ok := c.keptAgents[a]; ok {
-				a = kept
-			}
-			w.agent(a)
-			tick()
+	for i := range c.tenants {
+		if !c.encodeTenant(w, &c.tenants[i], tick) {
+			return w.buf, w.err
 		}
-		w.len(len(t.contacts))
-		for _, ct := range t.contacts {
-			w.contact(ct)
-			tick()
-		}
-		w.len(len(t.sessions))
-		for _, ses := range t.sessions {
-			if kept, ok := c.keptSessions[ses]; ok {
-				ses = kept
-			}
-			w.session(ses)
-			tick()
-		}
-		w.len(len(t.webhooks))
-		for i := range t.webhooks {
-			w.webhook(&t.webhooks[i])
-		}
-		w.days(t.days)
-		w.seqs(t.events, t.nEvents, tick)
 	}
 	// Dashboard users: one block at the end (usersnapshot.go).
 	w.buf = append(w.buf, c.users...)
 	return w.buf, w.err
+}
+
+// encodeTenant writes one tenant of the cut, calling tick after each
+// object; false when tick says to stop.
+func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
+	w.len(len(t.agents))
+	for _, a := range t.agents {
+		if kept, ok := c.keptAgents[a]; ok {
+			a = kept
+		}
+		w.agent(a)
+		if tick() {
+			return false
+		}
+	}
+	w.len(len(t.contacts))
+	for _, ct := range t.contacts {
+		w.contact(ct)
+		if tick() {
+			return false
+		}
+	}
+	w.len(len(t.sessions))
+	for _, ses := range t.sessions {
+		if kept, ok := c.keptSessions[ses]; ok {
+			ses = kept
+		}
+		w.session(ses)
+		if tick() {
+			return false
+		}
+	}
+	w.len(len(t.webhooks))
+	for i := range t.webhooks {
+		w.webhook(&t.webhooks[i])
+	}
+	w.days(t.days)
+	return w.seqs(t.events, t.nEvents, tick)
 }
 
 // encodeInSteps encodes the state as it is now into w, holding the read
@@ -234,9 +251,7 @@ func newSnapWriter(sink func(chunk []byte) error) *snapWriter {
 // emit hands the sink every whole chunk in the buffer, and with final the
 // rest too, at least one chunk in all. The caller must not hold the state
 // locked: the sink writes to disk. Once the sink has failed, emit drops
-// what the encoder writes, so that the rest of a failed snapshot does not
-// pile up in memory (the encoder still walks the rest of the state,
-// about a second of CPU at a million sessions, once a disk fails).
+// what the encoder writes, and the encoder stops at its next step.
 func (w *snapWriter) emit(final bool) {
 	if w.err != nil {
 		w.buf = w.buf[:0]

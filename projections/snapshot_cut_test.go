@@ -427,6 +427,21 @@ func TestSnapshotIsWrittenAsItIsEncoded(t *testing.T) {
 			cap(w.buf), capacity, w.size, w.chunks, len(whole), len(chunks))
 	}
 
+	// Once the sink has failed, the encoder stops at its next step
+	// instead of walking the rest of the state.
+	steps := func(sink func([]byte) error) (n int) {
+		w := newSnapWriter(sink)
+		e.p.snapMu.Lock()
+		defer e.p.snapMu.Unlock()
+		e.p.encodeInSteps(w, 16, func() { n++ })
+		return n
+	}
+	all := steps(func([]byte) error { return nil })
+	failed := steps(func([]byte) error { return errors.New("disk full") })
+	if most := all*snapshotChunk/len(whole) + 2; failed > most {
+		t.Errorf("after the first chunk failed the encoder took %d steps of %d, want at most %d", failed, all, most)
+	}
+
 	seq, err := e.p.SaveSnapshot()
 	if err != nil {
 		t.Fatal(err)
