@@ -160,10 +160,13 @@ type table[T any] struct {
 	blocks [][]T // value n is blocks[n/blockLen][n%blockLen]
 	n      uint32
 	// newest is the greatest id in t. Ids are minted in time order, so
-	// the id a record creates is almost always greater, and get says it
-	// is not in t without a lookup in ids: creating a value hashes and
-	// probes its id once (the insert), not twice. At a million values
-	// that probe is a cache miss, which the insert alone now pays.
+	// the id a record creates is usually greater, and get says it is not
+	// in t without a lookup in ids: creating a value hashes and probes
+	// its id once (the insert), not twice. At a million values that
+	// probe is a cache miss, which the insert alone now pays. An id that
+	// is not greater (applied out of its minting order, minted by a clock
+	// behind an earlier one, or one from the future pinning newest) is
+	// looked up as before: this only ever costs speed.
 	newest ID
 }
 

@@ -110,6 +110,7 @@ func (s *State) sessionsOf(visit func(*session) bool) func(sesRef) bool {
 
 // emailKey is how a tenant indexes its contacts' e-mails: compared
 // case-insensitively, so a known contact is reused whatever its case.
+// isKeyOf compares with it without making it, and must change with it.
 func emailKey(email string) string { return strings.ToLower(email) }
 
 // isKeyOf reports whether key is emailKey(email) without making the key,

@@ -172,7 +172,8 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 }
 
 // encodeTenant writes one tenant of the cut, calling tick after each
-// object; false when tick says to stop.
+// agent, contact and session and every seqsPerTick seqs. It returns
+// false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
 	w.len(len(t.agents))
 	for _, a := range t.agents {

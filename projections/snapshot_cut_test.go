@@ -429,15 +429,28 @@ func TestSnapshotIsWrittenAsItIsEncoded(t *testing.T) {
 
 	// Once the sink has failed, the encoder stops at its next step
 	// instead of walking the rest of the state.
-	steps := func(sink func([]byte) error) (n int) {
+	// It says why, and the cut is uninstalled either way.
+	steps := func(sink func([]byte) error) (n int, err error) {
 		w := newSnapWriter(sink)
 		e.p.snapMu.Lock()
 		defer e.p.snapMu.Unlock()
-		e.p.encodeInSteps(w, 16, func() { n++ })
-		return n
+		_, err = e.p.encodeInSteps(w, 16, func() { n++ })
+		e.p.View(func(s *State) {
+			if s.cut != nil {
+				t.Error("the cut is still installed after the encoder returned")
+			}
+		})
+		return n, err
 	}
-	all := steps(func([]byte) error { return nil })
-	failed := steps(func([]byte) error { return errors.New("disk full") })
+	all, err := steps(func([]byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskFull := errors.New("disk full")
+	failed, err := steps(func([]byte) error { return diskFull })
+	if !errors.Is(err, diskFull) {
+		t.Errorf("a failed sink: the encoder returned %v, want %v", err, diskFull)
+	}
 	if most := all*snapshotChunk/len(whole) + 2; failed > most {
 		t.Errorf("after the first chunk failed the encoder took %d steps of %d, want at most %d", failed, all, most)
 	}
