@@ -175,32 +175,10 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // agent, contact and session and every seqsPerTick seqs. It returns
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
-	w.len(len(t.agents))
-	for _, a := range t.agents {
-		if kept, ok := c.keptAgents[a]; ok {
-			a = kept
-		}
-		w.agent(a)
-		if tick() {
-			return false
-		}
-	}
-	w.len(len(t.contacts))
-	for _, ct := range t.contacts {
-		w.contact(ct)
-		if tick() {
-			return false
-		}
-	}
-	w.len(len(t.sessions))
-	for _, ses := range t.sessions {
-		if kept, ok := c.keptSessions[ses]; ok {
-			ses = kept
-		}
-		w.session(ses)
-		if tick() {
-			return false
-		}
+	if !encodeEach(w, t.agents, c.keptAgents, w.agent, tick) ||
+		!encodeEach(w, t.contacts, nil, w.contact, tick) ||
+		!encodeEach(w, t.sessions, c.keptSessions, w.session, tick) {
+		return false
 	}
 	w.len(len(t.webhooks))
 	for i := range t.webhooks {
@@ -208,6 +186,23 @@ func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bo
 	}
 	w.days(t.days)
 	return w.seqs(t.events, t.nEvents, tick)
+}
+
+// encodeEach writes the length of list, then each of its values with
+// write, or the pre-image kept for it at the cut, calling tick after
+// each; false as soon as tick says to stop.
+func encodeEach[T any](w *snapWriter, list []*T, kept map[*T]*T, write func(*T), tick func() bool) bool {
+	w.len(len(list))
+	for _, v := range list {
+		if pre, ok := kept[v]; ok {
+			v = pre
+		}
+		write(v)
+		if tick() {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeInSteps encodes the state as it is now into w, holding the read
