@@ -228,6 +228,31 @@ func (s *Store) DiskUsage(keyspace byte) (uint64, error) {
 	return s.db.EstimateDiskUsage([]byte{keyspace}, []byte{keyspace + 1})
 }
 
+// StoreStats are the storage engine's figures an operator watches: what
+// is on disk, what flushes and compactions have written since the store
+// opened (the storage's own write load, beside what commits write), and
+// how far compactions are behind.
+type StoreStats struct {
+	DiskBytes      uint64 // tables, WAL and the engine's other files
+	FlushedBytes   uint64 // table bytes written by memtable flushes
+	CompactedBytes uint64 // table bytes written by compactions
+	Compactions    int64
+	CompactionDebt uint64 // bytes compactions estimate they still have to write
+	L0Tables       int64  // level 0's tables: many slow reads, and 12 sublevels of them stall writes
+}
+
+// Stats returns the store's StoreStats now.
+func (s *Store) Stats() StoreStats {
+	m := s.db.Metrics()
+	st := StoreStats{DiskBytes: m.DiskSpaceUsage(), Compactions: m.Compact.Count,
+		CompactionDebt: m.Compact.EstimatedDebt, L0Tables: m.Levels[0].TablesCount}
+	for _, l := range m.Levels {
+		st.FlushedBytes += l.TableBytesFlushed
+		st.CompactedBytes += l.TableBytesCompacted
+	}
+	return st
+}
+
 // Dir returns the data dir.
 func (s *Store) Dir() string { return s.dir }
 
