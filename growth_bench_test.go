@@ -156,6 +156,38 @@ func (s *served) cpu() time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
+// storeBytes reads from /metrics the table bytes the server's store has
+// flushed and compacted since it started.
+func (s *served) storeBytes(b *testing.B) (flushed, compacted float64) {
+	b.Helper()
+	resp, err := s.client.Get(s.url + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	found := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, v, _ := strings.Cut(line, " ")
+		switch name {
+		case "demosvc_store_flushed_bytes_total":
+			flushed, err = strconv.ParseFloat(v, 64)
+		case "demosvc_store_compacted_bytes_total":
+			compacted, err = strconv.ParseFloat(v, 64)
+		default:
+			continue
+		}
+		if err != nil {
+			b.Fatalf("/metrics: %s: %v", line, err)
+		}
+		found++
+	}
+	if found != 2 {
+		b.Fatalf("/metrics has %d of the store's two byte counters", found)
+	}
+	return flushed, compacted
+}
+
 // call sends one API request and decodes a 2xx answer into out.
 func (s *served) call(b *testing.B, method, path, body string, out any) {
 	b.Helper()
@@ -289,20 +321,34 @@ func BenchmarkCreateAsDeliveriesGrow(b *testing.B) {
 			time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 		}
 	}
+	// rounds also returns what the store flushed and compacted during the
+	// rounds, per request: what the storage's own work does as it grows.
+	rounds := func() (rate float64, cpu time.Duration, flushed, compacted float64) {
+		n0 := c.n.Load()
+		f0, c0 := s.storeBytes(b)
+		rate, cpu = c.rate(b, 3, growthRound, caughtUp)
+		f1, c1 := s.storeBytes(b)
+		n := float64(max(c.n.Load()-n0, 1))
+		return rate, cpu, (f1 - f0) / n, (c1 - c0) / n
+	}
 	total := int64(benchDeliveries())
 	for b.Loop() {
-		start, startCPU := c.rate(b, 3, growthRound, caughtUp)
+		start, startCPU, startFlushed, startCompacted := rounds()
 		began := time.Now()
 		c.run(b, func() bool { return c.n.Load() >= total })
 		caughtUp()
 		b.Logf("%d sessions created and delivered in %v", c.n.Load(), time.Since(began).Round(time.Second))
-		after, afterCPU := c.rate(b, 3, growthRound, caughtUp)
+		after, afterCPU, afterFlushed, afterCompacted := rounds()
 		rss, peak := s.rssMiB()
 		b.ReportMetric(start, "start-req/s")
 		b.ReportMetric(after, "after-req/s")
 		b.ReportMetric(after/start, "ratio")
 		b.ReportMetric(float64(startCPU.Microseconds()), "start-CPU-µs/req")
 		b.ReportMetric(float64(afterCPU.Microseconds()), "after-CPU-µs/req")
+		b.ReportMetric(startFlushed, "start-flushed-B/req")
+		b.ReportMetric(afterFlushed, "after-flushed-B/req")
+		b.ReportMetric(startCompacted, "start-compacted-B/req")
+		b.ReportMetric(afterCompacted, "after-compacted-B/req")
 		b.ReportMetric(float64(got.Load()), "deliveries")
 		b.ReportMetric(rss, "RSS-MiB")
 		b.ReportMetric(peak, "peak-RSS-MiB")
