@@ -333,6 +333,7 @@ func BenchmarkCreateAsDeliveriesGrow(b *testing.B) {
 	}
 	total := int64(benchDeliveries())
 	for b.Loop() {
+		_, compacted0 := s.storeBytes(b)
 		start, startCPU, startFlushed, startCompacted := rounds()
 		began := time.Now()
 		c.run(b, func() bool { return c.n.Load() >= total })
@@ -349,6 +350,8 @@ func BenchmarkCreateAsDeliveriesGrow(b *testing.B) {
 		b.ReportMetric(afterFlushed, "after-flushed-B/req")
 		b.ReportMetric(startCompacted, "start-compacted-B/req")
 		b.ReportMetric(afterCompacted, "after-compacted-B/req")
+		_, compacted := s.storeBytes(b)
+		b.ReportMetric((compacted-compacted0)/float64(c.n.Load()), "compacted-B/req")
 		b.ReportMetric(float64(got.Load()), "deliveries")
 		b.ReportMetric(rss, "RSS-MiB")
 		b.ReportMetric(peak, "peak-RSS-MiB")
