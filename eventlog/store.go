@@ -254,7 +254,7 @@ type StoreStats struct {
 	CompactedBytes uint64 // table bytes written by compactions
 	Compactions    int64
 	CompactionDebt uint64 // bytes compactions estimate they still have to write
-	L0Tables       int64  // level 0's tables: many slow reads, and 12 sublevels of them stall writes
+	L0Tables       int64  // level 0's tables: many slow reads, and 4 × l0CompactionThreshold sublevels of them stall writes
 }
 
 // Stats returns the store's StoreStats now.
