@@ -291,10 +291,11 @@ func (c *creator) rate(b *testing.B, rounds int, d time.Duration, settle func())
 	return rates[len(rates)/2], cpus[len(cpus)/2]
 }
 
-// growthRound is how long each measured round lasts, and growthRounds
-// how many BenchmarkCreateAsDeliveriesGrow runs at the start and after:
-// single 4 s rounds move by ±15% on a shared machine, and the median of
-// five moves less than that of three.
+// growthRound is how long each measured round lasts, and growthRounds is
+// how many rounds BenchmarkCreateAsDeliveriesGrow measures at the start
+// and again after: the rounds of one run spread by ±11–15% about their
+// median on a shared machine, and the median of five moves less than that
+// of three.
 const (
 	growthRound  = 4 * time.Second
 	growthRounds = 5
@@ -304,8 +305,9 @@ const (
 // new contact (a contact.created event) and one webhook subscribed to
 // contact.created on a fast loopback receiver: the rate at the start, and
 // again after benchDeliveries() deliveries have accumulated, in one run.
-// Before each round the deliveries have caught up, so that both rounds
-// carry the same delivery work. Target: ratio at least 0.9.
+// Before each round the deliveries have caught up, so that the rounds at
+// the start and after carry the same delivery work. Target: ratio at
+// least 0.9.
 func BenchmarkCreateAsDeliveriesGrow(b *testing.B) {
 	bin := buildBinary(b)
 	var got atomic.Int64
