@@ -223,7 +223,15 @@ func (p *page) set(sel, v string) {
 	p.run(chromedp.SetValue(chromedp.CSS(sel), v))
 }
 
-func (p *page) body() string { return p.text("body") }
+// body is the page's visible text, read by evaluating a script rather
+// than through a DOM node: after a cross-origin navigation (the attacker's
+// form in the CSRF case) chromedp can still hold the old document's node
+// ids for a moment after the new page reports itself complete, and a
+// query by node then fails with "No node with given id found".
+func (p *page) body() string {
+	p.t.Helper()
+	return strings.TrimSpace(eval[string](p, `document.body.innerText`))
+}
 
 func (p *page) path() string {
 	return eval[string](p, `location.pathname`)
