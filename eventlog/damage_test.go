@@ -156,3 +156,53 @@ func TestVerifyFollowReportsProgressAndFollowsNewRecords(t *testing.T) {
 		t.Errorf("VerifyFollow = %v, want context.Canceled", err)
 	}
 }
+
+// noteWithExtra is note with one more field: a record written through it
+// holds a payload that note's registry does not decode (unknown fields are
+// refused), under a hash chain that is intact.
+type noteWithExtra struct {
+	Text  string `json:"text"`
+	N     int    `json:"n"`
+	Extra string `json:"extra,omitempty"`
+}
+
+func (noteWithExtra) Validate() error { return nil }
+
+func TestVerifyDecodesEveryPayloadItFindsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	store, err := OpenStore(dir, StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wider := NewRegistry()
+	Register[noteWithExtra](wider, "note", 1)
+	log, err := OpenLog(store, Options{Registry: wider, IDs: NewSeededIDs(FixedClock(testTime), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []Event{
+		{Account: "acc_1", Actor: "cli", Payload: noteWithExtra{Text: "fine"}},
+		{Account: "acc_1", Actor: "cli", Payload: noteWithExtra{Text: "odd", Extra: "x"}},
+	}
+	if _, err := appendTx(log, evs); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	store.Close()
+
+	h := openHarness(t, dir) // note's registry: seq 2's payload has a field it does not know
+	var ve *VerifyError
+	if n, err := h.log.Verify(); !errors.As(err, &ve) || ve.Seq != 2 || !strings.Contains(ve.Reason, "payload of note v1") {
+		t.Fatalf("Verify = %d, %v; want a VerifyError at seq 2 naming the payload", n, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = h.log.VerifyFollow(ctx, func(verified uint64) {
+		if verified >= 2 {
+			cancel() // past seq 2 without finding it
+		}
+	})
+	if !errors.As(err, &ve) || ve.Seq != 2 || !strings.Contains(ve.Reason, "payload of note v1") {
+		t.Errorf("VerifyFollow = %v, want a VerifyError at seq 2 naming the payload", err)
+	}
+}

@@ -34,7 +34,7 @@ func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
 	var prev [HashSize]byte
 	for verified < head {
 		to := min(head, verified+verifyChunk)
-		n, last, err := l.verifyRange(verified+1, to, prev)
+		n, last, err := l.verifyRange(verified+1, to, prev, true)
 		verified += n
 		if err != nil {
 			return verified, err
@@ -57,14 +57,22 @@ const verifyChunk = 50_000
 // *VerifyError. progress is called with the highest seq verified so far,
 // after every chunk. A server runs it in the background from start-up, so
 // damage that a start from a snapshot never reads is still found.
+//
+// The records durable when it starts are checked as Verify checks them,
+// payloads decoded too. A record that comes after has its chain and
+// envelope checked, not its payload decoded again: this process made it
+// from a typed payload (or, on a cluster follower, decoded it to apply
+// it), and the chain shows the stored bytes are still those. Decoding
+// each new payload once more was 4 of the 53 allocations of a
+// created session, and over a quarter of this goroutine's CPU.
 func (l *Log) VerifyFollow(ctx context.Context, progress func(verified uint64)) error {
 	var verified uint64
 	var prev [HashSize]byte
-	for {
-		head := l.DurableSeq()
+	// upTo checks the records after verified up to head, in chunks.
+	upTo := func(head uint64, payloads bool) error {
 		for verified < head {
 			to := min(head, verified+verifyChunk)
-			n, last, err := l.verifyRange(verified+1, to, prev)
+			n, last, err := l.verifyRange(verified+1, to, prev, payloads)
 			if err != nil {
 				return err
 			}
@@ -73,6 +81,15 @@ func (l *Log) VerifyFollow(ctx context.Context, progress func(verified uint64)) 
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	if err := upTo(l.DurableSeq(), true); err != nil {
+		return err
+	}
+	for {
+		if err := upTo(l.DurableSeq(), false); err != nil {
+			return err
 		}
 		if err := l.WaitFor(ctx, verified+1); err != nil {
 			return err
@@ -96,8 +113,9 @@ func (l *Log) VerifyFollow(ctx context.Context, progress func(verified uint64)) 
 const verifyPace = 100 * time.Millisecond
 
 // verifyRange checks records from..to, the one before from having hash
-// prev. It returns how many it checked and the hash of the last.
-func (l *Log) verifyRange(from, to uint64, prev [HashSize]byte) (uint64, [HashSize]byte, error) {
+// prev, and with payloads each payload's decoding too. It returns how many
+// it checked and the hash of the last.
+func (l *Log) verifyRange(from, to uint64, prev [HashSize]byte, payloads bool) (uint64, [HashSize]byte, error) {
 	if to < from {
 		return 0, prev, nil
 	}
@@ -128,8 +146,10 @@ func (l *Log) verifyRange(from, to uint64, prev [HashSize]byte) (uint64, [HashSi
 		if chainHash(prev, body) != stored {
 			return checked(), prev, &VerifyError{Seq: seq, Reason: "hash does not match the record and the previous hash"}
 		}
-		if _, err := l.opts.Registry.DecodeStored(&rec); err != nil {
-			return checked(), prev, &VerifyError{Seq: seq, Reason: err.Error()}
+		if payloads {
+			if _, err := l.opts.Registry.DecodeStored(&rec); err != nil {
+				return checked(), prev, &VerifyError{Seq: seq, Reason: err.Error()}
+			}
 		}
 		prev = stored
 		expect++
