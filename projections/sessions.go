@@ -85,7 +85,6 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 		return nil, err
 	}
 	sid := p.log.IDs().New(PrefixSession)
-	newContact := p.log.IDs().New(PrefixContact)
 	id, _ := ParseID(PrefixSession, sid)
 	account := pr.Account.ID // the closures take the id, not the whole Principal
 	return p.Do(ctx, Command{
@@ -99,7 +98,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 				return nil, nil, ParamErrorf(EAgentInactive, "agent_id", "agent %s is inactive; activate it to start sessions", in.AgentID)
 			}
 			var events []any
-			contactID := newContact
+			var contactID string
 			if in.ContactID != nil {
 				if _, ok := contactKind.in(s, account, *in.ContactID); !ok {
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
@@ -108,7 +107,10 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			} else if c := a.tenant.emails.get(&s.contacts, emailKey(in.Contact.Email)); c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
-				events = append(events, &ContactCreated{ContactID: newContact, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
+				// The id is made only here: a session with a contact the
+				// account has needs none.
+				contactID = p.log.IDs().New(PrefixContact)
+				events = append(events, &ContactCreated{ContactID: contactID, Contact: *in.Contact, SessionID: sid, AgentID: in.AgentID})
 			}
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
