@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +26,12 @@ type replica struct {
 
 // newReplica opens a node (on the embedded server when cfg.Server is
 // set), a log in a fresh store, and follows the stream into the state.
-func newReplica(t *testing.T, ctx context.Context, name string, cfg Config) *replica {
+func newReplica(t *testing.T, ctx context.Context, name string, cfg Config, register ...func(*eventlog.Registry)) *replica {
 	t.Helper()
+	reg := projections.NewRegistry()
+	for _, r := range register {
+		r(reg)
+	}
 	node, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +42,7 @@ func newReplica(t *testing.T, ctx context.Context, name string, cfg Config) *rep
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(),
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: reg,
 		IDs: eventlog.NewIDs(time.Now), Replicator: node})
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +62,13 @@ func newReplica(t *testing.T, ctx context.Context, name string, cfg Config) *rep
 		roles: Roles{Node: name, Addr: name + ":1", Log: log, Prepare: state.ReloadIdempotency}}
 }
 
-func testCluster(t *testing.T) (context.Context, *replica, *replica) {
+// testCluster starts two nodes, a on the embedded server; register, if
+// given, adds to a's registry only.
+func testCluster(t *testing.T, register ...func(*eventlog.Registry)) (context.Context, *replica, *replica) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1", DataDir: t.TempDir()}
-	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second}, register...)
 	b := newReplica(t, ctx, "b", Config{NATSURL: a.node.srv.ClientURL(), Replicas: 1, LeaseTTL: time.Second})
 	return ctx, a, b
 }
@@ -196,6 +203,67 @@ func TestApplyEntryRefusesABrokenChain(t *testing.T) {
 	}
 	if b.log.DurableSeq() != head {
 		t.Fatal("the refused entry moved the head")
+	}
+}
+
+// newerEvent is a type only the writer's registry knows, as a node of a
+// newer version writes during a rolling upgrade.
+type newerEvent struct {
+	Note string `json:"note"`
+}
+
+func (newerEvent) Validate() error { return nil }
+
+// A follower stores another node's records before it applies them: one
+// whose payload it cannot decode, arriving while the server runs, is
+// found by the background verification (and so shows on /readyz), not
+// only at the next start.
+func TestVerifyFollowOnAFollowerDecodesWhatArrives(t *testing.T) {
+	ctx, a, b := testCluster(t, func(r *eventlog.Registry) { eventlog.Register[newerEvent](r, "test.newer", 1) })
+	a.node.keepWriter(ctx, a.roles)
+	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
+		t.Fatal(err)
+	}
+	head := a.log.DurableSeq()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.log.WaitFor(wctx, head); err != nil {
+		t.Fatal(err)
+	}
+	vctx, stop := context.WithCancel(ctx)
+	defer stop()
+	started := make(chan struct{})
+	verified := make(chan error, 1)
+	go func() {
+		var once bool
+		verified <- b.log.VerifyFollow(vctx, func(seq uint64) {
+			if seq >= head && !once {
+				once = true
+				close(started) // the records b held at start are checked
+			}
+			if seq > head {
+				stop() // past the newer record without finding it
+			}
+		})
+	}()
+	select {
+	case <-started:
+	case err := <-verified:
+		t.Fatalf("b's VerifyFollow ended before it reached seq %d: %v", head, err)
+	}
+	tx, err := a.log.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Add([]eventlog.Event{{Account: "acc_1", Actor: "cli", Payload: newerEvent{Note: "from a newer writer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var ve *eventlog.VerifyError
+	if err := <-verified; !errors.As(err, &ve) || ve.Seq != head+1 || !strings.Contains(ve.Reason, "test.newer") {
+		t.Fatalf("b's VerifyFollow = %v; want a VerifyError at seq %d naming test.newer", err, head+1)
 	}
 }
 
