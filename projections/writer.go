@@ -410,9 +410,11 @@ func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken er
 			events = append(events, eventlog.Event{Account: cmd.Account, Actor: cmd.Actor, Payload: pl})
 		}
 		recs, err := tx.Add(events, puts...)
-		clear(events) // the buffer pins no payload
+		clear(events) // the buffer keeps no payload past the command
 		if cap(events) <= maxKeptEvents {
 			p.events = events
+		} else {
+			p.events = nil // nor does the smaller one append outgrew
 		}
 		if err != nil {
 			return outcome{err: err}, nil
