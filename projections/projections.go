@@ -44,8 +44,6 @@ type Projections struct {
 	// broken says the state holds changes the log does not (a failed
 	// commit, an event it could not apply); writer-owned.
 	broken bool
-	// events is the writer's buffer for one command's events.
-	events []eventlog.Event
 	// auth is what Authenticate reads, without the state's lock: rebuilt
 	// from the state when accounts or keys change, once durable.
 	auth atomic.Pointer[authIndex]

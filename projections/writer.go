@@ -394,10 +394,6 @@ func (p *Projections) decide(tx *eventlog.Txn, cmd Command) (out outcome, broken
 	return p.run(tx, cmd)
 }
 
-// maxKeptEvents is the most events a command's buffer is kept for: a rare
-// large command (an import) does not pin its buffer.
-const maxKeptEvents = 64
-
 // run decides, adds and applies one command's events.
 func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken error) {
 	payloads, puts, err := cmd.Decide(p.state)
@@ -405,17 +401,11 @@ func (p *Projections) run(tx *eventlog.Txn, cmd Command) (out outcome, broken er
 		return outcome{err: err}, nil
 	}
 	if len(payloads) > 0 || len(puts) > 0 {
-		events := p.events[:0] // the writer's own: Add keeps none of it
-		for _, pl := range payloads {
-			events = append(events, eventlog.Event{Account: cmd.Account, Actor: cmd.Actor, Payload: pl})
+		events := make([]eventlog.Event, len(payloads))
+		for i, pl := range payloads {
+			events[i] = eventlog.Event{Account: cmd.Account, Actor: cmd.Actor, Payload: pl}
 		}
 		recs, err := tx.Add(events, puts...)
-		clear(events) // the buffer keeps no payload past the command
-		if cap(events) <= maxKeptEvents {
-			p.events = events
-		} else {
-			p.events = nil // nor does the smaller one append outgrew
-		}
 		if err != nil {
 			return outcome{err: err}, nil
 		}
