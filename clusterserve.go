@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"log/slog"
 	"sync"
-	"time"
 
 	"demosvc/config"
 	"demosvc/eventlog"
@@ -61,12 +59,14 @@ func replicator(node *natslog.Node) eventlog.Replicator {
 // ctx is done; the returned channel closes once both have stopped. While
 // this node holds the writer lease it takes writes; while it holds the
 // dispatcher lease it runs dispatch.
-func runCluster(ctx context.Context, node *natslog.Node, roles natslog.Roles, state *projections.Projections, logger *slog.Logger) <-chan struct{} {
+func runCluster(ctx context.Context, node *natslog.Node, roles natslog.Roles, state *projections.Projections) <-chan struct{} {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		follow(ctx, node, roles.Log, state, logger)
+		// It returns on ctx, or once an entry cannot be applied here; the
+		// node then says so on /readyz (Following) and takes no writes.
+		_ = node.Follow(ctx, roles.Log, state.ApplyEntry)
 	}()
 	go func() {
 		defer wg.Done()
@@ -75,26 +75,4 @@ func runCluster(ctx context.Context, node *natslog.Node, roles natslog.Roles, st
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	return done
-}
-
-// follow applies the stream's entries, starting over from the last one
-// applied after a connection failure. An entry that does not continue the
-// local chain stops it: the node then serves what it has and says so.
-func follow(ctx context.Context, node *natslog.Node, log *eventlog.Log, state *projections.Projections, logger *slog.Logger) {
-	for {
-		err := node.Follow(ctx, log.ReplPos(), state.ApplyEntry)
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, eventlog.ErrCorrupt) || errors.Is(err, eventlog.ErrUnavailable) || errors.Is(err, eventlog.ErrClosed) {
-			logger.Error("stopped following the cluster's log", "err", err, "applied_seq", log.DurableSeq())
-			return
-		}
-		logger.Warn("following the cluster's log; starting over", "err", err, "position", log.ReplPos())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second): // retry pace while NATS recovers
-		}
-	}
 }

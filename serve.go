@@ -187,7 +187,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 					logger.Error("creating the default account", "err", err)
 				}
 			},
-		}, state, logger)
+		}, state)
 		health.ClusterStatus(node)
 		metrics.Registry.MustRegister(demohttp.ClusterCollectors(node, log)...)
 	}

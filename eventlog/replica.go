@@ -43,6 +43,11 @@ var ErrNotWriter = errors.New("this node is not the writer")
 // view (and its lease) is stale.
 var ErrStale = errors.New("the replicated log moved past this node's last entry")
 
+// ErrUnreadable refuses a replicated entry holding a record whose payload
+// this build does not decode: most often one a newer release wrote, whose
+// type or version this one does not know.
+var ErrUnreadable = errors.New("a record this build cannot read")
+
 // replPosKey keeps the position in the replicated log of the last entry
 // the store holds, written in the same batch as the entry's records.
 var replPosKey = []byte{prefixMeta, 'r', 'e', 'p', 'l', '_', 'p', 'o', 's'}
@@ -80,96 +85,106 @@ func posValue(pos uint64) []byte { return binary.BigEndian.AppendUint64(nil, pos
 // this node's store holds; 0 on a single node or before the first entry.
 func (l *Log) ReplPos() uint64 { return l.replPos.Load() }
 
-// Replicated reports whether the log is a replica of a replicated log.
-func (l *Log) Replicated() bool { return l.opts.Replicator != nil }
-
 // ApplyEntry writes the entry at position pos of the replicated log,
 // appended by whichever node was the writer then, to this node's store,
-// and returns its records. An entry this store already holds (pos at or
+// and returns its records and their payloads, decoded and upcast as
+// Registry.Decode does. An entry this store already holds (pos at or
 // below ReplPos, such as this node's own appends) is skipped: it returns
-// nil, nil. Records must continue this log's seqs and hash chain; an
+// nil, nil, nil. Records must continue this log's seqs and hash chain; an
 // entry that does not is refused with ErrCorrupt and nothing is written.
-// The records' payloads are their own copies.
-func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
+// A record whose payload this build cannot decode (a type or version only
+// a newer release knows, during a rolling upgrade) is refused before
+// anything is written, with ErrUnreadable: a node never stores what it
+// cannot replay, so it goes on serving what it holds. The records'
+// payloads are their own copies.
+func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, []any, error) {
 	l.head.Lock()
 	defer l.head.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if err := l.failure(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if pos <= l.replPos.Load() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var e entry
 	if err := msgpack.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
+		return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
 	}
 	if len(e.Puts)%2 != 0 || len(e.Ranges)%2 != 0 {
-		return nil, fmt.Errorf("%w: entry %d: odd put or range list", ErrCorrupt, pos)
+		return nil, nil, fmt.Errorf("%w: entry %d: odd put or range list", ErrCorrupt, pos)
 	}
 	recs := make([]Record, len(e.Records))
 	next, hash := l.next, l.lastHash
 	for i, v := range e.Records {
 		body, stored, err := splitValue(v)
 		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", pos, err)
+			return nil, nil, fmt.Errorf("entry %d: %w", pos, err)
 		}
 		if err := decodeRecord(v, &recs[i], nil); err != nil {
-			return nil, fmt.Errorf("entry %d: %w", pos, err)
+			return nil, nil, fmt.Errorf("entry %d: %w", pos, err)
 		}
 		if recs[i].Seq != next {
-			return nil, fmt.Errorf("%w: entry %d holds seq %d where %d comes next", ErrCorrupt, pos, recs[i].Seq, next)
+			return nil, nil, fmt.Errorf("%w: entry %d holds seq %d where %d comes next", ErrCorrupt, pos, recs[i].Seq, next)
 		}
 		if chainHash(hash, body) != stored {
-			return nil, fmt.Errorf("%w: entry %d: seq %d does not continue the hash chain", ErrCorrupt, pos, next)
+			return nil, nil, fmt.Errorf("%w: entry %d: seq %d does not continue the hash chain", ErrCorrupt, pos, next)
 		}
 		hash = stored
 		next++
+	}
+	payloads := make([]any, len(recs))
+	for i := range recs {
+		v, err := l.opts.Registry.Decode(&recs[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: entry %d: seq %d (%s v%d): %v", ErrUnreadable, pos, recs[i].Seq, recs[i].Type, recs[i].Version, err)
+		}
+		payloads[i] = v
 	}
 	b := l.db.db.NewBatch()
 	defer b.Close()
 	for i, v := range e.Records {
 		if err := b.Set(logKey(recs[i].Seq), v, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for i := 0; i < len(e.Puts); i += 2 {
 		if len(e.Puts[i]) == 0 || e.Puts[i][0] == prefixLog {
-			return nil, fmt.Errorf("%w: entry %d puts into the log keyspace", ErrCorrupt, pos)
+			return nil, nil, fmt.Errorf("%w: entry %d puts into the log keyspace", ErrCorrupt, pos)
 		}
 		if err := b.Set(e.Puts[i], e.Puts[i+1], nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, k := range e.Deletes {
 		if len(k) == 0 || k[0] == prefixLog {
-			return nil, fmt.Errorf("%w: entry %d deletes in the log keyspace", ErrCorrupt, pos)
+			return nil, nil, fmt.Errorf("%w: entry %d deletes in the log keyspace", ErrCorrupt, pos)
 		}
 		if err := b.Delete(k, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for i := 0; i < len(e.Ranges); i += 2 {
 		if err := checkRange(e.Ranges[i], e.Ranges[i+1]); err != nil {
-			return nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
+			return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
 		}
 		if err := b.DeleteRange(e.Ranges[i], e.Ranges[i+1], nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := b.Set(replPosKey, posValue(pos), nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := l.db.commitSync(b); err != nil {
 		err = fmt.Errorf("%w: applying entry %d: %v", ErrUnavailable, pos, err)
 		l.failed.Store(&err)
-		return nil, err
+		return nil, nil, err
 	}
 	l.replPos.Store(pos)
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	l.durableMu.Lock()
 	l.next, l.lastHash = next, hash
@@ -179,7 +194,7 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, error) {
 	if l.opts.OnCommit != nil {
 		l.opts.OnCommit(len(recs))
 	}
-	return recs, nil
+	return recs, payloads, nil
 }
 
 // replicate appends the transaction's entry to the replicated log; on

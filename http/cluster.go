@@ -46,6 +46,10 @@ type ClusterNode interface {
 	// replicated log (and from then on); until then /readyz answers 503
 	// "joining" with its error as the reason.
 	Joined() error
+	// Following returns nil while this node applies the replicated log,
+	// and why once it stopped for good (an entry it could not apply);
+	// /readyz then answers 503 "not_following".
+	Following() error
 }
 
 // ClusterOptions configures NewClusterHandler.

@@ -97,9 +97,10 @@ func (h *Health) Collectors() []prometheus.Collector {
 // readiness answers /readyz: 503 "stopping" once shutdown began, 503
 // "starting" until the state is rebuilt (ready false), 503 "read_only"
 // after a storage failure, 503 "log_damaged" when verification found a
-// break, 503 "joining" on a cluster node that does not yet hold a current
-// copy of the replicated log (so a rolling restart that waits for
-// /readyz does not stop the next node too early), else 200 "ready".
+// break, 503 "not_following" on a cluster node that stopped applying the
+// replicated log, 503 "joining" on a cluster node that does not yet hold a
+// current copy of it (so a rolling restart that waits for /readyz does not
+// stop the next node too early), else 200 "ready".
 func (h *Health) readiness(ready bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -123,6 +124,12 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 			return
 		}
 		if p := h.cluster.Load(); p != nil {
+			if err := (*p).Following(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_following",
+					"reason": err.Error() + "; this node serves what it holds and takes no writes", "applied_seq": h.log.DurableSeq(),
+					"applied_position": h.log.ReplPos()})
+				return
+			}
 			if err := (*p).Joined(); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "joining",
 					"reason": err.Error() + "; stopping another node before this one has joined may leave the cluster without a writer"})

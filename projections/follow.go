@@ -12,8 +12,11 @@ import (
 // it; the log skips it.
 
 // ApplyEntry applies the replicated log's entry at position pos to the
-// store and the state. An error wrapping eventlog.ErrCorrupt means the
-// entry does not continue this node's chain: the node must stop following.
+// store and the state. An error means this node cannot follow the log past
+// pos and must stop: it wraps eventlog.ErrCorrupt when the entry does not
+// continue this node's chain, and eventlog.ErrUnreadable when it holds a
+// record this build cannot decode (a newer release's, during a rolling
+// upgrade). Neither is stored: the node keeps serving the state it has.
 func (p *Projections) ApplyEntry(pos uint64, data []byte) error {
 	err := p.applyEntry(pos, data)
 	if err == nil {
@@ -25,11 +28,10 @@ func (p *Projections) ApplyEntry(pos uint64, data []byte) error {
 func (p *Projections) applyEntry(pos uint64, data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs, err := p.log.ApplyEntry(pos, data)
+	recs, payloads, err := p.log.ApplyEntry(pos, data)
 	if err != nil {
 		return err
 	}
-	reg := p.log.Registry()
 	gen := p.state.authGen
 	defer func() {
 		// Keys and accounts other nodes changed authenticate here once
@@ -39,14 +41,11 @@ func (p *Projections) applyEntry(pos uint64, data []byte) error {
 		}
 	}()
 	for i := range recs {
-		payload, err := reg.Decode(&recs[i])
-		if err == nil {
-			err = p.state.apply(&recs[i], payload)
-		}
-		if err != nil {
+		if err := p.state.apply(&recs[i], payloads[i]); err != nil {
 			// The records are durable here but the state cannot take
-			// them: go back to what the store says, as after a failed
-			// commit, and report it.
+			// them (a bug: they decoded, and the writer applied them):
+			// go back to what the store says, as after a failed commit,
+			// and report it.
 			p.rebuild()
 			return fmt.Errorf("applying seq %d (%s) from the replicated log: %w", recs[i].Seq, recs[i].Type, err)
 		}

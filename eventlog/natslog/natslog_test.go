@@ -3,13 +3,19 @@ package natslog
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"demosvc/config"
 	"demosvc/eventlog"
+	demohttp "demosvc/http"
 	"demosvc/projections"
 )
 
@@ -22,6 +28,8 @@ type replica struct {
 	roles Roles
 	// pause stops following the stream, as a paused process does.
 	pause func()
+	// followed receives what Follow returned.
+	followed chan error
 }
 
 // newReplica opens a node (on the embedded server when cfg.Server is
@@ -55,10 +63,11 @@ func newReplica(t *testing.T, ctx context.Context, name string, cfg Config, regi
 	t.Cleanup(state.Close)
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = node.Follow(fctx, 0, state.ApplyEntry) }()
+	followed := make(chan error, 1)
+	go func() { defer close(done); followed <- node.Follow(fctx, log, state.ApplyEntry) }()
 	pause := func() { stop(); <-done }
 	t.Cleanup(pause)
-	return &replica{node: node, log: log, state: state, pause: pause,
+	return &replica{node: node, log: log, state: state, pause: pause, followed: followed,
 		roles: Roles{Node: name, Addr: name + ":1", Log: log, Prepare: state.ReloadIdempotency}}
 }
 
@@ -163,7 +172,7 @@ func TestWriterLeaseAndFence(t *testing.T) {
 	}
 	resumed := make(chan struct{})
 	defer func() { cancel(); <-resumed }()
-	go func() { defer close(resumed); _ = a.node.Follow(wctx, a.log.ReplPos(), a.state.ApplyEntry) }()
+	go func() { defer close(resumed); _ = a.node.Follow(wctx, a.log, a.state.ApplyEntry) }()
 	if err := a.log.WaitFor(wctx, b.log.DurableSeq()); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +207,7 @@ func TestApplyEntryRefusesABrokenChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := b.log.DurableSeq()
-	if _, err := b.log.ApplyEntry(b.log.ReplPos()+1, msg.Data); !errors.Is(err, eventlog.ErrCorrupt) {
+	if _, _, err := b.log.ApplyEntry(b.log.ReplPos()+1, msg.Data); !errors.Is(err, eventlog.ErrCorrupt) {
 		t.Fatalf("a replayed entry: err %v, want ErrCorrupt", err)
 	}
 	if b.log.DurableSeq() != head {
@@ -214,42 +223,24 @@ type newerEvent struct {
 
 func (newerEvent) Validate() error { return nil }
 
-// A follower stores another node's records before it applies them: one
-// whose payload it cannot decode, arriving while the server runs, is
-// found by the background verification (and so shows on /readyz), not
-// only at the next start.
-func TestVerifyFollowOnAFollowerDecodesWhatArrives(t *testing.T) {
+// During a rolling upgrade a newer writer may append a record of a type
+// this node's build does not know. The follower stores none of that entry
+// (a record it stored but could not replay would leave it, at its next
+// rebuild, with an empty state) and stops following: it goes on serving
+// what it holds, says why, and gives up the writer lease, since it could
+// never catch up to a fence.
+func TestAFollowerStopsAtARecordItCannotRead(t *testing.T) {
 	ctx, a, b := testCluster(t, func(r *eventlog.Registry) { eventlog.Register[newerEvent](r, "test.newer", 1) })
 	a.node.keepWriter(ctx, a.roles)
-	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
+	_, key, _, err := a.state.Bootstrap(ctx, "pro")
+	if err != nil {
 		t.Fatal(err)
 	}
-	head := a.log.DurableSeq()
+	head, pos := a.log.DurableSeq(), a.log.ReplPos()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := b.log.WaitFor(wctx, head); err != nil {
 		t.Fatal(err)
-	}
-	vctx, stop := context.WithCancel(ctx)
-	defer stop()
-	started := make(chan struct{})
-	verified := make(chan error, 1)
-	go func() {
-		var once bool
-		verified <- b.log.VerifyFollow(vctx, func(seq uint64) {
-			if seq >= head && !once {
-				once = true
-				close(started) // the records b held at start are checked
-			}
-			if seq > head {
-				stop() // past the newer record without finding it
-			}
-		})
-	}()
-	select {
-	case <-started:
-	case err := <-verified:
-		t.Fatalf("b's VerifyFollow ended before it reached seq %d: %v", head, err)
 	}
 	tx, err := a.log.Begin()
 	if err != nil {
@@ -261,9 +252,62 @@ func TestVerifyFollowOnAFollowerDecodesWhatArrives(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	var ve *eventlog.VerifyError
-	if err := <-verified; !errors.As(err, &ve) || ve.Seq != head+1 || !strings.Contains(ve.Reason, "test.newer") {
-		t.Fatalf("b's VerifyFollow = %v; want a VerifyError at seq %d naming test.newer", err, head+1)
+	select {
+	case err := <-b.followed:
+		if !errors.Is(err, ErrNotApplied) || !errors.Is(err, eventlog.ErrUnreadable) || !strings.Contains(err.Error(), "test.newer") {
+			t.Fatalf("b's Follow = %v; want ErrNotApplied wrapping ErrUnreadable, naming test.newer", err)
+		}
+	case <-wctx.Done():
+		t.Fatal("b went on following past a record it cannot read")
+	}
+	if got := b.log.DurableSeq(); got != head {
+		t.Errorf("b's store holds seq %d; want %d, nothing of the unreadable entry", got, head)
+	}
+	if got := b.log.ReplPos(); got != pos {
+		t.Errorf("b's applied position is %d; want %d", got, pos)
+	}
+	if _, ok := b.state.Authenticate(key.Key); !ok || len(b.state.Accounts()) != 1 {
+		t.Error("b no longer serves the state it held")
+	}
+	if _, err := b.log.Verify(); err != nil {
+		t.Errorf("b's log after the refusal: %v", err)
+	}
+	if err := b.node.Following(); !errors.Is(err, eventlog.ErrUnreadable) {
+		t.Errorf("b.Following() = %v; want why it stopped", err)
+	}
+	if st := b.node.Status(ctx, "b", b.log); !strings.Contains(st.NotFollowing, "test.newer") {
+		t.Errorf("b's status says not_following %q", st.NotFollowing)
+	}
+	// /readyz says so, so that a rolling upgrade waiting for readiness
+	// does not go on while this node serves an old copy.
+	health := demohttp.NewHealth(b.log, nil)
+	health.ClusterStatus(b.node)
+	api := demohttp.NewServer(demohttp.Deps{Log: b.log, State: b.state, Config: config.Default(),
+		Logger: slog.New(slog.DiscardHandler), Health: health})
+	w := httptest.NewRecorder()
+	api.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
+	var ready struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+		Seq    uint64 `json:"applied_seq"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &ready); err != nil || w.Code != http.StatusServiceUnavailable ||
+		ready.Status != "not_following" || !strings.Contains(ready.Reason, "test.newer") || ready.Seq != head {
+		t.Errorf("b's /readyz = %d %s; want 503 not_following naming test.newer, applied_seq %d", w.Code, w.Body, head)
+	}
+	// a gives the writer lease up; b, which cannot apply the log, does not
+	// take it, and gives up one it held.
+	a.pause()
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	a.node.writer.release(rctx)
+	rcancel()
+	b.node.writable.Store(true)
+	b.node.keepWriter(ctx, b.roles)
+	if b.node.IsWriter() || b.node.writer.valid() {
+		t.Fatal("b holds the writer lease though it stopped following")
+	}
+	if held, err := a.node.writer.try(ctx, "a", "a:1"); err != nil || !held {
+		t.Fatalf("the lease b left: a took it %v, err %v", held, err)
 	}
 }
 

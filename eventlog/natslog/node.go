@@ -65,6 +65,9 @@ type Node struct {
 	// fence is the position of the fence this node appended to take over
 	// as writer and is catching up to; 0 when none. Only Run touches it.
 	fence uint64
+	// stopped holds why Follow stopped for good: an entry it could not
+	// apply. Nil while it follows.
+	stopped atomic.Pointer[error]
 }
 
 // Open starts (or connects to) NATS and makes sure the stream and the
@@ -181,19 +184,66 @@ func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
 	return ack.Sequence, nil
 }
 
-// ErrStalled ends a Follow whose consumer delivered nothing for two checks
-// in a row while the stream held entries past the last one applied: an
-// ordered consumer can stay stuck after the stream's leader moved, and a
-// new one starts where the last left off.
+// ErrStalled ends followFrom when its consumer delivered nothing for two
+// checks in a row while the stream held entries past the last one
+// applied: an ordered consumer can stay stuck after the stream's leader
+// moved, and Follow starts a new one where the last left off.
 var ErrStalled = errors.New("following the stream: no progress while entries wait")
 
-// stallCheck is how often Follow compares its progress with the stream's head.
+// stallCheck is how often followFrom compares its progress with the stream's head.
 var stallCheck = 2 * time.Second
 
-// Follow calls apply with every entry of the stream after position from,
-// in order, waiting for new ones, until ctx is done, apply fails or the
-// consumer stalls (ErrStalled; call it again from the last position).
-func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, data []byte) error) error {
+// ErrNotApplied ends Follow for good: apply refused an entry (it does not
+// continue this node's chain, it holds a record this build cannot read, or
+// storage failed). Starting over would only meet the same entry again.
+var ErrNotApplied = errors.New("an entry of the stream could not be applied here")
+
+// retryPace is how long Follow waits before starting over after the
+// connection or its consumer failed.
+var retryPace = time.Second
+
+// Follow applies the stream's entries after the last one log holds, in
+// order, waiting for new ones, until ctx is done; a failure of the
+// connection or of its consumer starts it over from the last one applied.
+// An entry apply refuses ends it with ErrNotApplied: from then on
+// Following returns why, and this node gives up the writer lease and does
+// not take it again, since it can never catch up to a fence. It goes on
+// serving what it holds; /readyz says it is not following.
+func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uint64, data []byte) error) error {
+	for {
+		err := n.followFrom(ctx, log.ReplPos(), apply)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrNotApplied):
+			n.stopped.Store(&err)
+			n.logger.Error("stopped following the cluster's log: this node serves what it holds and takes no writes",
+				"err", err, "applied_seq", log.DurableSeq(), "position", log.ReplPos())
+			return err
+		}
+		n.logger.Warn("following the cluster's log; starting over", "err", err, "position", log.ReplPos())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryPace):
+		}
+	}
+}
+
+// Following returns nil while this node follows the stream (or has yet to
+// start), and once Follow stopped for good, why.
+func (n *Node) Following() error {
+	if err := n.stopped.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// followFrom calls apply with every entry of the stream after position
+// from, in order, waiting for new ones, until ctx is done, apply fails
+// (ErrNotApplied) or the consumer stalls (ErrStalled; call it again from
+// the last position).
+func (n *Node) followFrom(ctx context.Context, from uint64, apply func(pos uint64, data []byte) error) error {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if from > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1}
@@ -253,7 +303,7 @@ func (n *Node) Follow(ctx context.Context, from uint64, apply func(pos uint64, d
 			return err
 		}
 		if err := apply(meta.Sequence.Stream, msg.Data()); err != nil {
-			return err
+			return fmt.Errorf("%w: position %d: %w", ErrNotApplied, meta.Sequence.Stream, err)
 		}
 		applied.Store(meta.Sequence.Stream)
 		n.lag.Store(meta.NumPending)

@@ -94,6 +94,17 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 // applied everything up to it: from then on, an append by the previous
 // writer, which expects an earlier last position, is refused.
 func (n *Node) keepWriter(ctx context.Context, r Roles) {
+	if n.Following() != nil {
+		// This node cannot apply the log past where it stopped, so it
+		// could never catch up to a fence: holding the lease would only
+		// keep the cluster without a writer.
+		n.fence = 0
+		if n.writable.Swap(false) {
+			n.logger.Warn("stepped down as writer: this node stopped following the log")
+		}
+		n.writer.release(ctx)
+		return
+	}
 	held, err := n.writer.try(ctx, r.Node, r.Addr)
 	if err != nil && ctx.Err() == nil {
 		n.logger.Warn("writer lease", "err", err)
@@ -181,6 +192,9 @@ type Status struct {
 	// Joining says what this node's NATS server still lacks before it
 	// holds a current copy of the cluster's log (Joined); "" once it has.
 	Joining string `json:"joining,omitempty"`
+	// NotFollowing says why this node stopped applying the log
+	// (Following); "" while it follows.
+	NotFollowing string `json:"not_following,omitempty"`
 }
 
 // IsWriter reports whether this node takes writes now.
@@ -219,6 +233,9 @@ func (n *Node) Status(ctx context.Context, node string, log *eventlog.Log) Statu
 		Seq: log.DurableSeq(), Position: log.ReplPos(), Refused: n.refused.Load()}
 	if err := n.Joined(); err != nil {
 		s.Joining = err.Error()
+	}
+	if err := n.Following(); err != nil {
+		s.NotFollowing = err.Error()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
