@@ -56,7 +56,8 @@ func replicator(node *natslog.Node) eventlog.Replicator {
 }
 
 // runCluster follows the stream into the state and keeps the leases until
-// ctx is done; the returned channel closes once both have stopped. While
+// ctx is done (following stops earlier at an entry this node cannot
+// apply); the returned channel closes once both have stopped. While
 // this node holds the writer lease it takes writes; while it holds the
 // dispatcher lease it runs dispatch.
 func runCluster(ctx context.Context, node *natslog.Node, roles natslog.Roles, state *projections.Projections) <-chan struct{} {

@@ -86,51 +86,53 @@ func posValue(pos uint64) []byte { return binary.BigEndian.AppendUint64(nil, pos
 func (l *Log) ReplPos() uint64 { return l.replPos.Load() }
 
 // ApplyEntry writes the entry at position pos of the replicated log,
-// appended by whichever node was the writer then, to this node's store,
-// and returns its records and their payloads, decoded and upcast as
-// Registry.Decode does. An entry this store already holds (pos at or
-// below ReplPos, such as this node's own appends) is skipped: it returns
-// nil, nil, nil. Records must continue this log's seqs and hash chain; an
-// entry that does not is refused with ErrCorrupt and nothing is written.
-// A record whose payload this build cannot decode (a type or version only
-// a newer release knows, during a rolling upgrade) is refused before
-// anything is written, with ErrUnreadable: a node never stores what it
-// cannot replay, so it goes on serving what it holds. The records'
-// payloads are their own copies.
-func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, []any, error) {
+// appended by whichever node was the writer then, to this node's store.
+// An entry this store already holds (pos at or below ReplPos, such as this
+// node's own appends) is skipped. Records must continue this log's seqs
+// and hash chain; an entry that does not is refused with ErrCorrupt. A
+// record whose payload this build cannot decode (a type or version only a
+// newer release knows, during a rolling upgrade) is refused with
+// ErrUnreadable. Then apply, if set, takes the records and their payloads
+// (decoded and upcast as Registry.Decode does; their own copies) before
+// anything is written: an error from it refuses the entry too, and is
+// returned as it is. A refused entry writes nothing, so a node never
+// stores a record its state could not replay. A commit that fails after
+// apply took the records returns ErrUnavailable: the caller's state then
+// holds what the store does not.
+func (l *Log) ApplyEntry(pos uint64, data []byte, apply func(recs []Record, payloads []any) error) error {
 	l.head.Lock()
 	defer l.head.Unlock()
 	if l.closed {
-		return nil, nil, ErrClosed
+		return ErrClosed
 	}
 	if err := l.failure(); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if pos <= l.replPos.Load() {
-		return nil, nil, nil
+		return nil
 	}
 	var e entry
 	if err := msgpack.Unmarshal(data, &e); err != nil {
-		return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
+		return fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
 	}
 	if len(e.Puts)%2 != 0 || len(e.Ranges)%2 != 0 {
-		return nil, nil, fmt.Errorf("%w: entry %d: odd put or range list", ErrCorrupt, pos)
+		return fmt.Errorf("%w: entry %d: odd put or range list", ErrCorrupt, pos)
 	}
 	recs := make([]Record, len(e.Records))
 	next, hash := l.next, l.lastHash
 	for i, v := range e.Records {
 		body, stored, err := splitValue(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("entry %d: %w", pos, err)
+			return fmt.Errorf("entry %d: %w", pos, err)
 		}
 		if err := decodeRecord(v, &recs[i], nil); err != nil {
-			return nil, nil, fmt.Errorf("entry %d: %w", pos, err)
+			return fmt.Errorf("entry %d: %w", pos, err)
 		}
 		if recs[i].Seq != next {
-			return nil, nil, fmt.Errorf("%w: entry %d holds seq %d where %d comes next", ErrCorrupt, pos, recs[i].Seq, next)
+			return fmt.Errorf("%w: entry %d holds seq %d where %d comes next", ErrCorrupt, pos, recs[i].Seq, next)
 		}
 		if chainHash(hash, body) != stored {
-			return nil, nil, fmt.Errorf("%w: entry %d: seq %d does not continue the hash chain", ErrCorrupt, pos, next)
+			return fmt.Errorf("%w: entry %d: seq %d does not continue the hash chain", ErrCorrupt, pos, next)
 		}
 		hash = stored
 		next++
@@ -139,7 +141,7 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, []any, error) {
 	for i := range recs {
 		v, err := l.opts.Registry.Decode(&recs[i])
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: entry %d: seq %d (%s v%d): %v", ErrUnreadable, pos, recs[i].Seq, recs[i].Type, recs[i].Version, err)
+			return fmt.Errorf("%w: entry %d: seq %d (%s v%d): %v", ErrUnreadable, pos, recs[i].Seq, recs[i].Type, recs[i].Version, err)
 		}
 		payloads[i] = v
 	}
@@ -147,44 +149,49 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, []any, error) {
 	defer b.Close()
 	for i, v := range e.Records {
 		if err := b.Set(logKey(recs[i].Seq), v, nil); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	for i := 0; i < len(e.Puts); i += 2 {
 		if len(e.Puts[i]) == 0 || e.Puts[i][0] == prefixLog {
-			return nil, nil, fmt.Errorf("%w: entry %d puts into the log keyspace", ErrCorrupt, pos)
+			return fmt.Errorf("%w: entry %d puts into the log keyspace", ErrCorrupt, pos)
 		}
 		if err := b.Set(e.Puts[i], e.Puts[i+1], nil); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	for _, k := range e.Deletes {
 		if len(k) == 0 || k[0] == prefixLog {
-			return nil, nil, fmt.Errorf("%w: entry %d deletes in the log keyspace", ErrCorrupt, pos)
+			return fmt.Errorf("%w: entry %d deletes in the log keyspace", ErrCorrupt, pos)
 		}
 		if err := b.Delete(k, nil); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	for i := 0; i < len(e.Ranges); i += 2 {
 		if err := checkRange(e.Ranges[i], e.Ranges[i+1]); err != nil {
-			return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
+			return fmt.Errorf("%w: entry %d: %v", ErrCorrupt, pos, err)
 		}
 		if err := b.DeleteRange(e.Ranges[i], e.Ranges[i+1], nil); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	if err := b.Set(replPosKey, posValue(pos), nil); err != nil {
-		return nil, nil, err
+		return err
+	}
+	if apply != nil && len(recs) > 0 {
+		if err := apply(recs, payloads); err != nil {
+			return err
+		}
 	}
 	if err := l.db.commitSync(b); err != nil {
 		err = fmt.Errorf("%w: applying entry %d: %v", ErrUnavailable, pos, err)
 		l.failed.Store(&err)
-		return nil, nil, err
+		return err
 	}
 	l.replPos.Store(pos)
 	if len(recs) == 0 {
-		return nil, nil, nil
+		return nil
 	}
 	l.durableMu.Lock()
 	l.next, l.lastHash = next, hash
@@ -194,7 +201,7 @@ func (l *Log) ApplyEntry(pos uint64, data []byte) ([]Record, []any, error) {
 	if l.opts.OnCommit != nil {
 		l.opts.OnCommit(len(recs))
 	}
-	return recs, payloads, nil
+	return nil
 }
 
 // replicate appends the transaction's entry to the replicated log; on

@@ -112,6 +112,13 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			api.ServeHTTP(w, r)
 			return
 		}
+		if err := o.Node.Following(); err != nil {
+			// The write would be made, but never reach this node's state:
+			// its answer could not be read back here.
+			w.Header().Set("Retry-After", "1")
+			unavailable(w, "this node stopped following the cluster's log (see /readyz); send writes to another node")
+			return
+		}
 		if o.Node.IsWriter() {
 			api.ServeHTTP(&seqWriter{ResponseWriter: w, log: o.Log}, r)
 			return
@@ -193,6 +200,14 @@ func ClusterCollectors(node ClusterNode, log *eventlog.Log) []prometheus.Collect
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "demosvc_cluster_lag", Help: "Entries of the replicated log this node had yet to apply when it applied its last one.",
 		}, func() float64 { return float64(node.Lag()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_following", Help: "1 while this node applies the replicated log, 0 once it stopped at an entry it could not apply (/readyz: not_following).",
+		}, func() float64 {
+			if node.Following() != nil {
+				return 0
+			}
+			return 1
+		}),
 	)
 }
 

@@ -2,6 +2,8 @@ package projections
 
 import (
 	"fmt"
+
+	"demosvc/eventlog"
 )
 
 // In a cluster every node follows the replicated log: the entries other
@@ -12,11 +14,14 @@ import (
 // it; the log skips it.
 
 // ApplyEntry applies the replicated log's entry at position pos to the
-// store and the state. An error means this node cannot follow the log past
-// pos and must stop: it wraps eventlog.ErrCorrupt when the entry does not
-// continue this node's chain, and eventlog.ErrUnreadable when it holds a
-// record this build cannot decode (a newer release's, during a rolling
-// upgrade). Neither is stored: the node keeps serving the state it has.
+// state and the store. An error means this node cannot follow the log past
+// pos and must stop; nothing of the entry is then stored, and the state is
+// what it was. It wraps eventlog.ErrCorrupt when the entry does not
+// continue this node's chain, eventlog.ErrUnreadable when it holds a
+// record this build cannot decode, and the state's own error when the
+// state refuses a record: both of the last most often a newer release's,
+// during a rolling upgrade. A storage failure (eventlog.ErrUnavailable)
+// leaves the state as the store holds it.
 func (p *Projections) ApplyEntry(pos uint64, data []byte) error {
 	err := p.applyEntry(pos, data)
 	if err == nil {
@@ -28,10 +33,6 @@ func (p *Projections) ApplyEntry(pos uint64, data []byte) error {
 func (p *Projections) applyEntry(pos uint64, data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs, payloads, err := p.log.ApplyEntry(pos, data)
-	if err != nil {
-		return err
-	}
 	gen := p.state.authGen
 	defer func() {
 		// Keys and accounts other nodes changed authenticate here once
@@ -40,17 +41,25 @@ func (p *Projections) applyEntry(pos uint64, data []byte) error {
 			p.publishAuth()
 		}
 	}()
-	for i := range recs {
-		if err := p.state.apply(&recs[i], payloads[i]); err != nil {
-			// The records are durable here but the state cannot take
-			// them (a bug: they decoded, and the writer applied them):
-			// go back to what the store says, as after a failed commit,
-			// and report it.
-			p.rebuild()
-			return fmt.Errorf("applying seq %d (%s) from the replicated log: %w", recs[i].Seq, recs[i].Type, err)
+	// The state takes the records before the store does, under the write
+	// lock, so no reader sees them before their commit returns; a record
+	// it refuses leaves the store without the entry.
+	took := false
+	err := p.log.ApplyEntry(pos, data, func(recs []eventlog.Record, payloads []any) error {
+		took = true
+		for i := range recs {
+			if err := p.state.apply(&recs[i], payloads[i]); err != nil {
+				return fmt.Errorf("seq %d (%s) from the replicated log: %w", recs[i].Seq, recs[i].Type, err)
+			}
 		}
+		return nil
+	})
+	if err != nil && took {
+		// The state holds part or all of an entry the store does not:
+		// go back to what the store says, as after a failed commit.
+		p.rebuild()
 	}
-	return nil
+	return err
 }
 
 // ReloadIdempotency reloads the recorded answers from the store. A node

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"demosvc/config"
 	"demosvc/eventlog"
 	demohttp "demosvc/http"
@@ -207,7 +210,7 @@ func TestApplyEntryRefusesABrokenChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := b.log.DurableSeq()
-	if _, _, err := b.log.ApplyEntry(b.log.ReplPos()+1, msg.Data); !errors.Is(err, eventlog.ErrCorrupt) {
+	if err := b.log.ApplyEntry(b.log.ReplPos()+1, msg.Data, nil); !errors.Is(err, eventlog.ErrCorrupt) {
 		t.Fatalf("a replayed entry: err %v, want ErrCorrupt", err)
 	}
 	if b.log.DurableSeq() != head {
@@ -224,15 +227,35 @@ type newerEvent struct {
 func (newerEvent) Validate() error { return nil }
 
 // During a rolling upgrade a newer writer may append a record of a type
-// this node's build does not know. The follower stores none of that entry
-// (a record it stored but could not replay would leave it, at its next
-// rebuild, with an empty state) and stops following: it goes on serving
-// what it holds, says why, and gives up the writer lease, since it could
-// never catch up to a fence.
+// this node's build does not know.
 func TestAFollowerStopsAtARecordItCannotRead(t *testing.T) {
-	ctx, a, b := testCluster(t, func(r *eventlog.Registry) { eventlog.Register[newerEvent](r, "test.newer", 1) })
+	followerStopsAt(t, "test.newer", func(string) []eventlog.Event {
+		return []eventlog.Event{{Account: "acc_1", Actor: "cli", Payload: newerEvent{Note: "from a newer writer"}}}
+	}, func(r *eventlog.Registry) { eventlog.Register[newerEvent](r, "test.newer", 1) })
+}
+
+// Or a record this node's state refuses (a newer release may allow what
+// an older one's rules do not): here the second of an entry's two
+// records, so the state must also drop the first, which it took.
+func TestAFollowerStopsAtARecordItsStateRefuses(t *testing.T) {
+	followerStopsAt(t, "exists", func(acc string) []eventlog.Event {
+		return []eventlog.Event{
+			{Account: "acc_new", Actor: "cli", Payload: projections.AccountCreated{AccountID: "acc_new", Name: "New", Plan: "pro"}},
+			{Account: acc, Actor: "cli", Payload: projections.AccountCreated{AccountID: acc, Name: "Again", Plan: "pro"}},
+		}
+	})
+}
+
+// followerStopsAt has a, the writer, append one entry of events after its
+// bootstrap; b must refuse it with an error naming want, and stop
+// following. It stores none of the entry (a record it stored but could not
+// replay would leave it, at its next rebuild, with an empty state), goes
+// on serving what it held, says why, refuses writes, and gives up the
+// writer lease, since it could never catch up to a fence.
+func followerStopsAt(t *testing.T, want string, events func(account string) []eventlog.Event, register ...func(*eventlog.Registry)) {
+	ctx, a, b := testCluster(t, register...)
 	a.node.keepWriter(ctx, a.roles)
-	_, key, _, err := a.state.Bootstrap(ctx, "pro")
+	acc, key, _, err := a.state.Bootstrap(ctx, "pro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +269,7 @@ func TestAFollowerStopsAtARecordItCannotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Add([]eventlog.Event{{Account: "acc_1", Actor: "cli", Payload: newerEvent{Note: "from a newer writer"}}}); err != nil {
+	if _, err := tx.Add(events(acc.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -254,32 +277,53 @@ func TestAFollowerStopsAtARecordItCannotRead(t *testing.T) {
 	}
 	select {
 	case err := <-b.followed:
-		if !errors.Is(err, ErrNotApplied) || !errors.Is(err, eventlog.ErrUnreadable) || !strings.Contains(err.Error(), "test.newer") {
-			t.Fatalf("b's Follow = %v; want ErrNotApplied wrapping ErrUnreadable, naming test.newer", err)
+		if !errors.Is(err, ErrNotApplied) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("b's Follow = %v; want ErrNotApplied naming %q", err, want)
 		}
 	case <-wctx.Done():
-		t.Fatal("b went on following past a record it cannot read")
+		t.Fatal("b went on following past an entry it cannot apply")
 	}
 	if got := b.log.DurableSeq(); got != head {
-		t.Errorf("b's store holds seq %d; want %d, nothing of the unreadable entry", got, head)
+		t.Errorf("b's store holds seq %d; want %d, nothing of the refused entry", got, head)
 	}
 	if got := b.log.ReplPos(); got != pos {
 		t.Errorf("b's applied position is %d; want %d", got, pos)
 	}
-	if _, ok := b.state.Authenticate(key.Key); !ok || len(b.state.Accounts()) != 1 {
-		t.Error("b no longer serves the state it held")
+	if _, ok := b.state.Authenticate(key.Key); !ok || len(b.state.Accounts()) != 1 || b.state.Accounts()[0].ID != acc.ID {
+		t.Errorf("b no longer serves the state it held: %d accounts", len(b.state.Accounts()))
 	}
 	if _, err := b.log.Verify(); err != nil {
 		t.Errorf("b's log after the refusal: %v", err)
 	}
-	if err := b.node.Following(); !errors.Is(err, eventlog.ErrUnreadable) {
+	if err := b.node.Following(); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("b.Following() = %v; want why it stopped", err)
 	}
-	if st := b.node.Status(ctx, "b", b.log); !strings.Contains(st.NotFollowing, "test.newer") {
+	if st := b.node.Status(ctx, "b", b.log); !strings.Contains(st.NotFollowing, want) {
 		t.Errorf("b's status says not_following %q", st.NotFollowing)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(demohttp.ClusterCollectors(b.node, b.log)...)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	following := -1.0
+	for _, f := range families {
+		if f.GetName() == "demosvc_cluster_following" {
+			following = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if following != 0 {
+		t.Errorf("demosvc_cluster_following = %v; want 0", following)
+	}
+	// A node starting up does not wait to catch up with entries it will
+	// never apply: it serves what it holds.
+	if err := b.node.CatchUp(wctx, b.log); err != nil {
+		t.Errorf("CatchUp after following stopped: %v", err)
+	}
 	// /readyz says so, so that a rolling upgrade waiting for readiness
-	// does not go on while this node serves an old copy.
+	// does not go on while this node serves an old copy; writes sent to
+	// it are refused, since it would never show them.
 	health := demohttp.NewHealth(b.log, nil)
 	health.ClusterStatus(b.node)
 	api := demohttp.NewServer(demohttp.Deps{Log: b.log, State: b.state, Config: config.Default(),
@@ -292,22 +336,38 @@ func TestAFollowerStopsAtARecordItCannotRead(t *testing.T) {
 		Seq    uint64 `json:"applied_seq"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &ready); err != nil || w.Code != http.StatusServiceUnavailable ||
-		ready.Status != "not_following" || !strings.Contains(ready.Reason, "test.newer") || ready.Seq != head {
-		t.Errorf("b's /readyz = %d %s; want 503 not_following naming test.newer, applied_seq %d", w.Code, w.Body, head)
+		ready.Status != "not_following" || !strings.Contains(ready.Reason, want) || ready.Seq != head {
+		t.Errorf("b's /readyz = %d %s; want 503 not_following naming %q, applied_seq %d", w.Code, w.Body, want, head)
 	}
-	// a gives the writer lease up; b, which cannot apply the log, does not
-	// take it, and gives up one it held.
+	routed := demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: b.node, Log: b.log, NodeName: "b",
+		Scheme: "http", ReadWait: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	w = httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/v1/agents", strings.NewReader(`{"name":"Ada","sandbox_url":"https://sandbox.example.com/"}`))
+	req.Header.Set("Authorization", "Bearer "+key.Key)
+	routed.ServeHTTP(w, req)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "stopped following") {
+		t.Errorf("a write sent to b = %d %s; want 503 saying b stopped following", w.Code, w.Body)
+	}
+	// b holding the writer lease (taken before it stopped) gives it up at
+	// its next renewal, and does not take it again.
 	a.pause()
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
 	a.node.writer.release(rctx)
-	rcancel()
+	if held, err := b.node.writer.try(rctx, "b", "b:1"); err != nil || !held {
+		t.Fatalf("b taking the released lease: %v, %v", held, err)
+	}
 	b.node.writable.Store(true)
 	b.node.keepWriter(ctx, b.roles)
-	if b.node.IsWriter() || b.node.writer.valid() {
-		t.Fatal("b holds the writer lease though it stopped following")
+	if b.node.writable.Load() || b.node.writer.valid() {
+		t.Error("b kept the writer role though it stopped following")
 	}
-	if held, err := a.node.writer.try(ctx, "a", "a:1"); err != nil || !held {
-		t.Fatalf("the lease b left: a took it %v, err %v", held, err)
+	if _, err := b.node.writer.kv.Get(rctx, b.node.writer.key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the writer lease after b gave it up: %v; want it free", err)
+	}
+	b.node.keepWriter(ctx, b.roles)
+	if _, err := b.node.writer.kv.Get(rctx, b.node.writer.key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("b took the free writer lease again: %v", err)
 	}
 }
 

@@ -338,13 +338,14 @@ func (n *Node) Close() {
 }
 
 // CatchUp waits until this node has applied every entry the stream held
-// when it was called, or ctx is done.
+// when it was called, Follow has stopped for good (it then returns nil:
+// the node serves what it holds, and /readyz says why), or ctx is done.
 func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
 	head, err := n.Head(ctx)
 	if err != nil {
 		return err
 	}
-	for log.ReplPos() < head {
+	for log.ReplPos() < head && n.Following() == nil {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("applied position %d of %d: %w", log.ReplPos(), head, ctx.Err())

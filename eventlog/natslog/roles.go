@@ -147,6 +147,9 @@ func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
 	}
 	deadline := time.Now().Add(n.cfg.LeaseTTL / 2)
 	for r.Log.ReplPos() < fence {
+		if err := n.Following(); err != nil {
+			return fmt.Errorf("applied up to position %d of fence %d: %w", r.Log.ReplPos(), fence, err)
+		}
 		if time.Now().After(deadline) || !n.writer.valid() {
 			return fmt.Errorf("applied up to position %d of fence %d: still catching up", r.Log.ReplPos(), fence)
 		}
