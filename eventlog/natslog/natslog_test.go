@@ -265,6 +265,7 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 	if err := b.log.WaitFor(wctx, head); err != nil {
 		t.Fatal(err)
 	}
+	a.node.keepWriter(ctx, a.roles) // renewed: a slow machine may have taken most of its TTL
 	tx, err := a.log.Begin()
 	if err != nil {
 		t.Fatal(err)
