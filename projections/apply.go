@@ -204,7 +204,7 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	}
 	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
 		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
-	t.contacts = append(t.contacts, c)
+	t.contacts.add(c)
 	t.emails.add(&s.contacts, key, n)
 	return nil
 }
@@ -224,8 +224,8 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	}
 	ses, n := s.sessions.addNumbered(id, session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
 	t := a.tenant
-	t.sessions = append(t.sessions, ses)
-	a.sessions = append(a.sessions, ses)
+	t.sessions.add(ses)
+	a.sessions.add(ses)
 	s.addContactSession(c, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(sesRef{ses.seq, n})
 	t.stats.sessionStarted(ses.startedAt)
@@ -359,7 +359,7 @@ func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) err
 	// changed in place.
 	delete(s.webhooks, w.id)
 	t := w.tenant
-	i := indexBySeq(t.webhooks, w.seq)
+	i := indexBySeq[*webhook](slice[*webhook](t.webhooks), w.seq)
 	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
 	return nil
 }

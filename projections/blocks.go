@@ -2,6 +2,7 @@ package projections
 
 import (
 	"hash/maphash"
+	"iter"
 	"strings"
 )
 
@@ -76,10 +77,10 @@ func (t *text) reserve(n int) {
 
 // addContactSession appends ses to c's sessions: most contacts have one.
 func (s *State) addContactSession(c *contact, ses *session) {
-	if c.sessions == nil {
-		c.sessions = s.sessionsBlock.slice(1)
+	if c.sessions.head == nil {
+		c.sessions.head = s.sessionsBlock.slice(1)
 	}
-	c.sessions = append(c.sessions, ses)
+	c.sessions.add(ses)
 }
 
 // addEvent appends seq to the session's timeline, which most often ends
@@ -216,3 +217,95 @@ func (t *table[T]) presize(n int) { t.ids = make(map[ID]uint32, n) }
 
 // len is the number of values in t.
 func (t *table[T]) len() int { return int(t.n) }
+
+// list is an append-only list that never copies more than listChunk
+// values when it grows. A tenant's sessions and contacts and an agent's
+// or contact's sessions were slices grown by append: at half a million
+// sessions each growth allocated and copied megabytes of pointers inside
+// one write, and with the collector marking, that write also paid for
+// marking as much of the heap; one group's deciding took 70 ms, and every
+// request behind it waited (issue 14, the black-box POST's p99). A list
+// keeps its first listChunk values in head, grown by append as a slice
+// (most contacts have one session, from a shared block), and the rest in
+// chunks of listChunk, each allocated whole.
+type list[T any] struct {
+	head []T
+	rest *[][]T // nil until head is full
+}
+
+// listChunk is the most values a list's growth copies, and the length of
+// its chunks past the first.
+const listChunk = 1024
+
+func (l *list[T]) add(v T) {
+	if len(l.head) < listChunk {
+		if len(l.head) == cap(l.head) { // grown here, never past listChunk
+			grown := make([]T, len(l.head), min(listChunk, max(4, 2*cap(l.head))))
+			copy(grown, l.head)
+			l.head = grown
+		}
+		l.head = append(l.head, v)
+		return
+	}
+	if l.rest == nil {
+		l.rest = new([][]T)
+	}
+	r := *l.rest
+	if len(r) == 0 || len(r[len(r)-1]) == listChunk {
+		r = append(r, make([]T, 0, listChunk))
+	}
+	r[len(r)-1] = append(r[len(r)-1], v)
+	*l.rest = r
+}
+
+func (l *list[T]) len() int {
+	n := len(l.head)
+	if l.rest != nil && len(*l.rest) > 0 {
+		r := *l.rest
+		n += (len(r)-1)*listChunk + len(r[len(r)-1])
+	}
+	return n
+}
+
+// at returns value i, which must be below len.
+func (l *list[T]) at(i int) T {
+	if i < len(l.head) {
+		return l.head[i]
+	}
+	i -= listChunk
+	return (*l.rest)[i/listChunk][i%listChunk]
+}
+
+// all yields the values in order.
+func (l *list[T]) all() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, v := range l.head {
+			if !yield(v) {
+				return
+			}
+		}
+		if l.rest == nil {
+			return
+		}
+		for _, c := range *l.rest {
+			for _, v := range c {
+				if !yield(v) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ordered is a tenant's list of one kind of entity, in seq order: a list,
+// or a slice (as a plain one).
+type ordered[T any] interface {
+	len() int
+	at(i int) T
+}
+
+// slice is a slice as an ordered list.
+type slice[T any] []T
+
+func (l slice[T]) len() int   { return len(l) }
+func (l slice[T]) at(i int) T { return l[i] }

@@ -49,7 +49,7 @@ type kind[K comparable, T entity] struct {
 	name string                    // for messages: "agent"
 	key  func(id string) (K, bool) // the index key of an API id
 	get  func(s *State, key K) (T, bool)
-	list func(t *tenant) []T // the tenant's list, in seq order
+	list func(t *tenant) ordered[T] // the tenant's list, in seq order
 }
 
 func ulidKey(prefix string) func(string) (ID, bool) {
@@ -58,14 +58,14 @@ func ulidKey(prefix string) func(string) (ID, bool) {
 
 var (
 	agentKind = kind[ID, *agent]{"agent", ulidKey(PrefixAgent),
-		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) []*agent { return t.agents }}
+		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) ordered[*agent] { return slice[*agent](t.agents) }}
 	contactKind = kind[ID, *contact]{"contact", ulidKey(PrefixContact),
-		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(t *tenant) []*contact { return t.contacts }}
+		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(t *tenant) ordered[*contact] { return &t.contacts }}
 	sessionKind = kind[ID, *session]{"session", ulidKey(PrefixSession),
-		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(t *tenant) []*session { return t.sessions }}
+		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(t *tenant) ordered[*session] { return &t.sessions }}
 	// Webhook ids are kept as the strings they were minted as.
 	webhookKind = kind[string, *webhook]{"webhook", func(id string) (string, bool) { return id, true },
-		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) []*webhook { return t.webhooks }}
+		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) ordered[*webhook] { return slice[*webhook](t.webhooks) }}
 )
 
 // in returns the entity of account whose API id is id; false for an id
@@ -183,13 +183,13 @@ func listing[K comparable, T entity](p *Projections, k kind[K, T], account strin
 // descend walks list (in seq order) from the newest entity, or from just
 // before the one at seq after when after is not 0, until visit returns
 // false.
-func descend[T entity](list []T, after uint64, visit func(T) bool) {
-	start := len(list) - 1
+func descend[T entity](list ordered[T], after uint64, visit func(T) bool) {
+	start := list.len() - 1
 	if after != 0 {
 		start = indexBySeq(list, after) - 1
 	}
 	for i := start; i >= 0; i-- {
-		if !visit(list[i]) {
+		if !visit(list.at(i)) {
 			return
 		}
 	}
@@ -216,6 +216,6 @@ func taking[T any](limit int, keep func(T) bool, take func(T), more *bool) func(
 
 // indexBySeq finds the position of seq in items, which are in increasing
 // seq order: a binary search, so starting_after costs O(log n).
-func indexBySeq[T entity](items []T, seq uint64) int {
-	return sort.Search(len(items), func(i int) bool { return items[i].listSeq() >= seq })
+func indexBySeq[T entity](items ordered[T], seq uint64) int {
+	return sort.Search(items.len(), func(i int) bool { return items.at(i).listSeq() >= seq })
 }

@@ -77,10 +77,10 @@ func parseStatus(s string) (sessionStatus, bool) {
 // tenant is everything of one account, indexed for its lists.
 type tenant struct {
 	account  *Account
-	agents   []*agent   // creation order
-	contacts []*contact // creation order
-	emails   emailIndex // by emailKey
-	sessions []*session // creation order
+	agents   []*agent       // creation order
+	contacts list[*contact] // creation order
+	emails   emailIndex     // by emailKey
+	sessions list[*session] // creation order
 	byStatus [statusCount]*btree.BTreeG[sesRef]
 	webhooks []*webhook            // registration order; deleted ones removed
 	hot      *btree.BTreeG[sesRef] // sessions whose lead turned hot, by seq
@@ -149,8 +149,8 @@ type agent struct {
 	active     bool
 	createdAt  int64
 	updatedAt  int64
-	sessions   []*session // creation order
-	meetings   uint32     // meetings booked in its sessions
+	sessions   list[*session] // creation order
+	meetings   uint32         // meetings booked in its sessions
 }
 
 type contact struct {
@@ -161,7 +161,7 @@ type contact struct {
 	email     string
 	company   string
 	createdAt int64
-	sessions  []*session
+	sessions  list[*session]
 }
 
 // session is laid out small: a million of them must fit in 400 MB with

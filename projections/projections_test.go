@@ -157,13 +157,13 @@ func dump(s *State) string {
 		t := s.tenants[a.ID]
 		for _, ag := range t.agents {
 			enc.Encode(ag.view(true))
-			fmt.Fprintf(&b, " agent seq %d sessions %d\n", ag.seq, len(ag.sessions))
+			fmt.Fprintf(&b, " agent seq %d sessions %d\n", ag.seq, ag.sessions.len())
 		}
-		for _, c := range t.contacts {
+		for c := range t.contacts.all() {
 			enc.Encode(c.view())
-			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", len(c.sessions), t.emails.get(&s.contacts, emailKey(c.email)) == c)
+			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", c.sessions.len(), t.emails.get(&s.contacts, emailKey(c.email)) == c)
 		}
-		for _, ses := range t.sessions {
+		for ses := range t.sessions.all() {
 			fmt.Fprintf(&b, "%s\n", ses.appendJSON(nil))
 			fmt.Fprintf(&b, " hot %v %v meeting %+v events %v\n", ses.hot, ses.hotSignals, ses.meeting, ses.events)
 		}

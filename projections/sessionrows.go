@@ -107,11 +107,11 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 			below = after
 		}
 		if !q.To.IsZero() {
-			i := sort.Search(len(t.sessions), func(i int) bool { return t.sessions[i].startedAt > q.To.Unix() })
+			i := sort.Search(t.sessions.len(), func(i int) bool { return t.sessions.at(i).startedAt > q.To.Unix() })
 			if i == 0 {
 				return
 			}
-			below = min(below, t.sessions[i-1].seq+1)
+			below = min(below, t.sessions.at(i-1).seq+1)
 		}
 		from := int64(-1 << 62)
 		if !q.From.IsZero() {
@@ -140,15 +140,15 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 		}
 		switch {
 		case contactF != nil:
-			descendBelow(contactF.sessions, below, visit)
+			descendBelow[*session](&contactF.sessions, below, visit)
 		case agentF != nil:
-			descendBelow(agentF.sessions, below, visit)
+			descendBelow[*session](&agentF.sessions, below, visit)
 		case q.HotOnly:
 			t.hot.DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		case q.Status != "":
 			t.byStatus[status].DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		default:
-			descendBelow(t.sessions, below, visit)
+			descendBelow[*session](&t.sessions, below, visit)
 		}
 		out.Searched = examined
 	})
@@ -157,9 +157,9 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 
 // descendBelow walks list (in seq order) from its last entity with a seq
 // below below, newest first, until visit returns false.
-func descendBelow[T entity](list []T, below uint64, visit func(T) bool) {
+func descendBelow[T entity](list ordered[T], below uint64, visit func(T) bool) {
 	for i := indexBySeq(list, below) - 1; i >= 0; i-- {
-		if !visit(list[i]) {
+		if !visit(list.at(i)) {
 			return
 		}
 	}
@@ -186,7 +186,7 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 	var out RowPage[ContactRow]
 	needle := strings.ToLower(strings.TrimSpace(q.Search))
 	err := listing(p, contactKind, account, ListQuery{StartingAfter: q.After}, func(s *State, t *tenant, after uint64) {
-		row := func(c *contact) ContactRow { return ContactRow{ContactView: c.view(), Sessions: len(c.sessions)} }
+		row := func(c *contact) ContactRow { return ContactRow{ContactView: c.view(), Sessions: c.sessions.len()} }
 		if c := t.emails.get(&s.contacts, emailKey(needle)); c != nil && q.After == "" {
 			out.Rows = append(out.Rows, row(c))
 			return
@@ -196,7 +196,7 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 			below = after
 		}
 		examined := 0
-		descendBelow(t.contacts, below, func(c *contact) bool {
+		descendBelow[*contact](&t.contacts, below, func(c *contact) bool {
 			if len(out.Rows) == q.Limit {
 				out.Next = out.Rows[len(out.Rows)-1].ID
 				return false

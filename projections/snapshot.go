@@ -305,16 +305,14 @@ func decodeSnapshot(b []byte) (*State, error) {
 			t.agents[i] = a
 			s.agents[a.id] = a
 		}
-		t.contacts = make([]*contact, r.len())
-		for i := range t.contacts {
+		for range r.len() {
 			id := r.id()
 			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: r.uint(), name: r.text(&s.text),
 				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
-			t.contacts[i] = c
+			t.contacts.add(c)
 			t.emails.add(&s.contacts, emailKey(c.email), n)
 		}
-		t.sessions = make([]*session, r.len())
-		for i := range t.sessions {
+		for range r.len() {
 			id := r.id()
 			ses, n := s.sessions.addNumbered(id, session{id: id, agent: s.agents[r.id()], contact: s.contacts.at(r.id()), seq: r.uint(),
 				startedAt: r.int(), endedAt: r.int(), replayURL: r.text(&s.text), duration: int32(r.int()),
@@ -338,8 +336,8 @@ func decodeSnapshot(b []byte) (*State, error) {
 			if ses.agent == nil || ses.contact == nil || ses.status >= statusCount {
 				return nil, fmt.Errorf("snapshot: session %s refers to what it does not hold", FormatID(PrefixSession, ses.id))
 			}
-			t.sessions[i] = ses
-			ses.agent.sessions = append(ses.agent.sessions, ses)
+			t.sessions.add(ses)
+			ses.agent.sessions.add(ses)
 			s.addContactSession(ses.contact, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(sesRef{ses.seq, n})
 			if ses.hot {

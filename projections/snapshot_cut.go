@@ -73,12 +73,14 @@ type snapCut struct {
 // cutTenant is one tenant's lists at the cut.
 type cutTenant struct {
 	agents   []*agent
-	contacts []*contact
-	sessions []*session
+	contacts *list[*contact] // append-only: its first nContacts are the cut's
+	sessions *list[*session] // and its first nSessions
 	webhooks []webhook
 	days     map[int32]dayStats // copied: they change with every session
 	events   *seqList           // append-only: its first nEvents are the cut's
 	nEvents  int
+
+	nContacts, nSessions int
 }
 
 // cutAt returns the cut of s at its seq. The caller holds s at least
@@ -91,16 +93,16 @@ func (s *State) cutAt() *snapCut {
 	for i, a := range s.accountOrder {
 		c.accounts[i] = *a
 		t := s.tenants[a.ID]
-		ct := cutTenant{agents: t.agents[:len(t.agents):len(t.agents)], contacts: t.contacts[:len(t.contacts):len(t.contacts)],
-			sessions: t.sessions[:len(t.sessions):len(t.sessions)], webhooks: make([]webhook, len(t.webhooks)),
+		ct := cutTenant{agents: t.agents[:len(t.agents):len(t.agents)], contacts: &t.contacts,
+			nContacts: t.contacts.len(), sessions: &t.sessions, nSessions: t.sessions.len(), webhooks: make([]webhook, len(t.webhooks)),
 			days: t.stats.copyDays(), events: &t.events, nEvents: t.events.len()}
 		for j, wh := range t.webhooks {
 			ct.webhooks[j] = *wh
 		}
 		c.tenants[i] = ct
 		c.agents += len(ct.agents)
-		c.contacts += len(ct.contacts)
-		c.sessions += len(ct.sessions)
+		c.contacts += ct.nContacts
+		c.sessions += ct.nSessions
 	}
 	c.keys = make([]APIKey, len(s.keyOrder))
 	for i, k := range s.keyOrder {
@@ -175,9 +177,9 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // agent, contact and session and every seqsPerTick seqs. It returns
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
-	if !encodeEach(w, t.agents, c.keptAgents, w.agent, tick) ||
-		!encodeEach(w, t.contacts, nil, w.contact, tick) ||
-		!encodeEach(w, t.sessions, c.keptSessions, w.session, tick) {
+	if !encodeEach[agent](w, slice[*agent](t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
+		!encodeEach[contact](w, t.contacts, t.nContacts, nil, w.contact, tick) ||
+		!encodeEach[session](w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
 		return false
 	}
 	w.len(len(t.webhooks))
@@ -188,12 +190,13 @@ func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bo
 	return w.seqs(t.events, t.nEvents, tick)
 }
 
-// encodeEach writes the length of list, then each of its values with
+// encodeEach writes n, then each of the first n values of list with
 // write, or the pre-image kept for it at the cut, calling tick after
 // each; false as soon as tick says to stop.
-func encodeEach[T any](w *snapWriter, list []*T, kept map[*T]*T, write func(*T), tick func() bool) bool {
-	w.len(len(list))
-	for _, v := range list {
+func encodeEach[T any](w *snapWriter, list ordered[*T], n int, kept map[*T]*T, write func(*T), tick func() bool) bool {
+	w.len(n)
+	for i := range n {
+		v := list.at(i)
 		if pre, ok := kept[v]; ok {
 			v = pre
 		}

@@ -126,7 +126,7 @@ func (t *tenant) deriveStats() {
 	for _, a := range t.agents {
 		t.stats.agentActive(false, a.active)
 	}
-	for _, ses := range t.sessions {
+	for ses := range t.sessions.all() {
 		if ses.meeting != nil {
 			ses.agent.meetings++
 		}

@@ -24,7 +24,7 @@ const maxTimeline = 200
 func (p *Projections) SessionTimeline(account, sessionID string) ([]uint64, error) {
 	return one(p, sessionKind, account, sessionID, func(ses *session) []uint64 {
 		out := make([]uint64, 0, 2+min(len(ses.events), maxTimeline))
-		if c := ses.contact; len(c.sessions) > 0 && c.sessions[0] == ses && c.seq < ses.seq {
+		if c := ses.contact; c.sessions.len() > 0 && c.sessions.at(0) == ses && c.seq < ses.seq {
 			out = append(out, c.seq)
 		}
 		out = append(out, ses.seq)

@@ -1,0 +1,77 @@
+package projections
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// A list holds what a slice grown by append would, in order, whichever
+// way it started (empty, or from a shared block of one).
+func TestListHoldsWhatASliceWould(t *testing.T) {
+	var blk block[*int]
+	for _, n := range []int{0, 1, 2, listChunk - 1, listChunk, listChunk + 1, 3*listChunk + 17} {
+		for _, fromBlock := range []bool{false, true} {
+			var l list[*int]
+			if fromBlock {
+				l.head = blk.slice(1)
+			}
+			var want []*int
+			for i := range n {
+				v := new(int)
+				*v = i
+				l.add(v)
+				want = append(want, v)
+			}
+			if l.len() != n {
+				t.Fatalf("n %d: len %d", n, l.len())
+			}
+			for i := range n {
+				if l.at(i) != want[i] {
+					t.Fatalf("n %d: at(%d) = %d", n, i, *l.at(i))
+				}
+			}
+			if got := slices.Collect(l.all()); !slices.Equal(got, want) {
+				t.Fatalf("n %d: all() yields %d values, not the %d added", n, len(got), n)
+			}
+			var o ordered[*int] = &l
+			if o.len() != n || n > 0 && o.at(n-1) != want[n-1] {
+				t.Fatalf("n %d: the ordered view differs", n)
+			}
+		}
+	}
+}
+
+// Growing a list copies at most listChunk values, however long it is: a
+// slice grown by append copied all of them, megabytes at a million
+// sessions, inside one write under the state's lock.
+func TestAListNeverMovesWhatItHolds(t *testing.T) {
+	var l list[*session]
+	var ms runtime.MemStats
+	most := uint64(0)
+	var head, chunk **session // where the head's and the first chunk's first values are kept
+	for i := range 20 * listChunk {
+		ses := &session{}
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		l.add(ses)
+		runtime.ReadMemStats(&ms)
+		most = max(most, ms.TotalAlloc-before)
+		switch i {
+		case listChunk - 1: // the head is full
+			head = &l.head[0]
+		case listChunk:
+			chunk = &(*l.rest)[0][0]
+		}
+	}
+	if &l.head[0] != head || &(*l.rest)[0][0] != chunk {
+		t.Fatal("values the list held were moved")
+	}
+	// MemStats counts a small object's allocation with some of its span's
+	// other slots (an 8 KiB chunk reads 9.3–10.1 KiB), so the bound is two
+	// chunks: a slice of 20 chunks' values grown by append copies 16 of them.
+	if chunk := uint64(listChunk * unsafe.Sizeof((*session)(nil))); most > 2*chunk {
+		t.Errorf("one add allocated %d bytes; at most a chunk (%d) expected", most, chunk)
+	}
+}
