@@ -218,29 +218,32 @@ func (t *table[T]) presize(n int) { t.ids = make(map[ID]uint32, n) }
 // len is the number of values in t.
 func (t *table[T]) len() int { return int(t.n) }
 
-// list is an append-only list that never copies more than listChunk
-// values when it grows. A tenant's sessions and contacts and an agent's
-// or contact's sessions were slices grown by append: at half a million
-// sessions each growth allocated and copied megabytes of pointers inside
-// one write, and with the collector marking, that write also paid for
-// marking as much of the heap; one group's deciding took 70 ms, and every
-// request behind it waited (issue 14, the black-box POST's p99). A list
-// keeps its first listChunk values in head, grown by append as a slice
-// (most contacts have one session, from a shared block), and the rest in
-// chunks of listChunk, each allocated whole.
+// list is an append-only list whose growth never copies more than
+// listChunk values (and its index of chunks, 24 bytes a chunk). A
+// tenant's sessions and contacts and an agent's or contact's sessions
+// were slices grown by append: at half a million sessions each growth
+// allocated and copied megabytes of pointers inside one write, under the
+// state's lock; at 580,609 sessions, while the collector was marking,
+// one group's deciding took 69 ms, and every request behind it waited
+// (one cause of the black-box POST's p99 spikes, issue 14). A list keeps
+// its first listChunk values in head, grown by doubling (most contacts
+// have one session, from a shared block), and the rest in chunks of
+// listChunk, each allocated whole. The encoder of a snapshot reads a list
+// only under the state's read lock: add may replace head and *rest.
 type list[T any] struct {
 	head []T
 	rest *[][]T // nil until head is full
 }
 
 // listChunk is the most values a list's growth copies, and the length of
-// its chunks past the first.
-const listChunk = 1024
+// its chunks past the first: 1,023 pointers and the allocation's header
+// are 8 KiB, where 1,024 took the next size class, 9,472 bytes.
+const listChunk = 1023
 
 func (l *list[T]) add(v T) {
 	if len(l.head) < listChunk {
 		if len(l.head) == cap(l.head) { // grown here, never past listChunk
-			grown := make([]T, len(l.head), min(listChunk, max(4, 2*cap(l.head))))
+			grown := make([]T, len(l.head), min(listChunk, max(2, 2*cap(l.head))))
 			copy(grown, l.head)
 			l.head = grown
 		}
@@ -304,8 +307,9 @@ type ordered[T any] interface {
 	at(i int) T
 }
 
-// slice is a slice as an ordered list.
+// slice is a slice as an ordered list; pass a pointer to it, which an
+// interface holds without an allocation.
 type slice[T any] []T
 
-func (l slice[T]) len() int   { return len(l) }
-func (l slice[T]) at(i int) T { return l[i] }
+func (l *slice[T]) len() int   { return len(*l) }
+func (l *slice[T]) at(i int) T { return (*l)[i] }

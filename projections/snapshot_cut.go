@@ -13,11 +13,13 @@ import "runtime"
 // a snapshot is a cut of the state at seq S, encoded in steps:
 //
 //   - At the cut, under one short read lock, the cut records S and, for
-//     every tenant, the slice headers of its agents, contacts and sessions.
-//     Those lists are append-only and an element is never overwritten, so
-//     the first n elements seen at S stay the same whatever the writer
-//     appends after. The few and small objects (accounts, keys, webhooks)
-//     are copied whole.
+//     every tenant, its list of agents (a slice header) and its lists of
+//     contacts and sessions with their lengths. Those lists are
+//     append-only and an element is never overwritten, so the first n
+//     elements seen at S stay the same whatever the writer appends after;
+//     the encoder reads the lists of contacts and sessions (list, whose
+//     add replaces its parts) only under the read lock. The few and small
+//     objects (accounts, keys, webhooks) are copied whole.
 //   - The encoder then takes the read lock for one step of snapshotStep
 //     objects at a time, and lets the writer (and the readers behind it)
 //     in between.
@@ -177,7 +179,7 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // agent, contact and session and every seqsPerTick seqs. It returns
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
-	if !encodeEach[agent](w, slice[*agent](t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
+	if !encodeEach[agent](w, (*slice[*agent])(&t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
 		!encodeEach[contact](w, t.contacts, t.nContacts, nil, w.contact, tick) ||
 		!encodeEach[session](w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
 		return false

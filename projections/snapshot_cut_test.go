@@ -522,3 +522,53 @@ func TestASnapshotWithAnIDTwiceDoesNotLoad(t *testing.T) {
 		}
 	}
 }
+
+// The lists of a tenant's contacts and sessions, an agent's sessions and
+// a contact's sessions grow past their first chunks while a snapshot's
+// encoder walks them between steps: the snapshot is the state at its cut.
+func TestASnapshotCutHoldsListsThatGrowPastAChunk(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acc0")
+	ctx := context.Background()
+	v, err := e.p.CreateAgent(ctx, pr, AgentInput{Name: "a", SandboxURL: "https://s.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentID := v.(AgentView).ID
+	n := 0
+	start := func() {
+		n++
+		c := &Contact{Name: "Pat", Email: "pat@example.com"} // every other session, the same contact
+		if n%2 == 0 {
+			c = &Contact{Name: "New", Email: fmt.Sprintf("new%d@example.com", n)}
+		}
+		if _, err := e.p.StartSession(ctx, pr, SessionInput{AgentID: agentID, Contact: c}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range listChunk - 23 {
+		start()
+	}
+	seq, err := e.p.saveSnapshot(30, func() {
+		for range 30 {
+			start()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := e.p.state.tenants[pr.Account.ID]
+	pat := tn.contacts.at(0)
+	if tn.sessions.len() < 2*listChunk+1 || tn.contacts.len() < listChunk+1 || pat.sessions.len() < listChunk+1 {
+		t.Fatalf("the lists did not grow past a chunk during the snapshot: %d sessions, %d contacts, %d of one contact",
+			tn.sessions.len(), tn.contacts.len(), pat.sessions.len())
+	}
+	e.checkStoredSnapshot(seq)
+	tail, err := ReplayLog(e.log, func() *State { s, _ := loadSnapshot(e.store); return s }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, live := dump(tail), e.liveDump(); got != live {
+		t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
+	}
+}
