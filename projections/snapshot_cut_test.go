@@ -220,6 +220,22 @@ func replayTo(t testing.TB, log *eventlog.Log, seq uint64) *State {
 	return s
 }
 
+// checkSnapshotAndTail fails unless the stored snapshot is at seq and
+// holds the state of the log's first seq events (checkStoredSnapshot), and
+// it with the log's tail replayed is the live state.
+func (e *env) checkSnapshotAndTail(seq uint64) {
+	e.t.Helper()
+	e.checkStoredSnapshot(seq)
+	snap, _ := loadSnapshot(e.store)
+	tail, err := ReplayLog(e.log, snap)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if got, live := dump(tail), e.liveDump(); got != live {
+		e.t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
+	}
+}
+
 // checkStoredSnapshot fails unless the stored snapshot is at seq and holds
 // exactly the state of the log's first seq events.
 func (e *env) checkStoredSnapshot(seq uint64) {
@@ -271,14 +287,7 @@ func TestSnapshotIsTheStateAtItsCut(t *testing.T) {
 					t.Errorf("no %s during the snapshot", typ)
 				}
 			}
-			e.checkStoredSnapshot(seq)
-			tail, err := ReplayLog(e.log, func() *State { s, _ := loadSnapshot(e.store); return s }())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, live := dump(tail), e.liveDump(); got != live {
-				t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
-			}
+			e.checkSnapshotAndTail(seq)
 		})
 	}
 }
@@ -563,12 +572,5 @@ func TestASnapshotCutHoldsListsThatGrowPastAChunk(t *testing.T) {
 		t.Fatalf("the lists did not grow past a chunk during the snapshot: %d sessions, %d contacts, %d of one contact",
 			tn.sessions.len(), tn.contacts.len(), pat.sessions.len())
 	}
-	e.checkStoredSnapshot(seq)
-	tail, err := ReplayLog(e.log, func() *State { s, _ := loadSnapshot(e.store); return s }())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, live := dump(tail), e.liveDump(); got != live {
-		t.Errorf("snapshot + tail differs from the live state:\n%s", firstDiff(got, live))
-	}
+	e.checkSnapshotAndTail(seq)
 }
