@@ -194,8 +194,9 @@ var ErrStalled = errors.New("following the stream: no progress while entries wai
 var stallCheck = 2 * time.Second
 
 // ErrNotApplied ends Follow for good: apply refused an entry (it does not
-// continue this node's chain, it holds a record this build cannot read, or
-// storage failed). Starting over would only meet the same entry again.
+// continue this node's chain, it holds a record this build cannot read or
+// this node's state refuses, or storage failed). Starting over would only
+// meet the same entry again.
 var ErrNotApplied = errors.New("an entry of the stream could not be applied here")
 
 // retryPace is how long Follow waits before starting over after the
