@@ -140,15 +140,15 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 		}
 		switch {
 		case contactF != nil:
-			descendBelow[*session](&contactF.sessions, below, visit)
+			descendBelow(&contactF.sessions, below, visit)
 		case agentF != nil:
-			descendBelow[*session](&agentF.sessions, below, visit)
+			descendBelow(&agentF.sessions, below, visit)
 		case q.HotOnly:
 			t.hot.DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		case q.Status != "":
 			t.byStatus[status].DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		default:
-			descendBelow[*session](&t.sessions, below, visit)
+			descendBelow(&t.sessions, below, visit)
 		}
 		out.Searched = examined
 	})
@@ -196,7 +196,7 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 			below = after
 		}
 		examined := 0
-		descendBelow[*contact](&t.contacts, below, func(c *contact) bool {
+		descendBelow(&t.contacts, below, func(c *contact) bool {
 			if len(out.Rows) == q.Limit {
 				out.Next = out.Rows[len(out.Rows)-1].ID
 				return false

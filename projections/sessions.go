@@ -302,9 +302,9 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 		}, emit, more)
 		switch {
 		case contactF != nil:
-			descend[*session](&contactF.sessions, after, visit)
+			descend(&contactF.sessions, after, visit)
 		case agentF != nil:
-			descend[*session](&agentF.sessions, after, visit)
+			descend(&agentF.sessions, after, visit)
 		case f.Status != "":
 			tree := t.byStatus[status]
 			if after == 0 {
@@ -313,7 +313,7 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 				tree.DescendLessOrEqual(sesRef{seq: after - 1}, s.sessionsOf(visit))
 			}
 		default:
-			descend[*session](&t.sessions, after, visit)
+			descend(&t.sessions, after, visit)
 		}
 	})
 }

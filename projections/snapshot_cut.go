@@ -179,9 +179,9 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // agent, contact and session and every seqsPerTick seqs. It returns
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
-	if !encodeEach[agent](w, (*slice[*agent])(&t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
-		!encodeEach[contact](w, t.contacts, t.nContacts, nil, w.contact, tick) ||
-		!encodeEach[session](w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
+	if !encodeEach(w, (*slice[*agent])(&t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
+		!encodeEach(w, t.contacts, t.nContacts, nil, w.contact, tick) ||
+		!encodeEach(w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
 		return false
 	}
 	w.len(len(t.webhooks))
