@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -65,5 +69,73 @@ func TestLogSinkFlushesAFullBatchAtOnce(t *testing.T) {
 	}
 	if got := len(out.String()); got != logBatchBytes {
 		t.Fatalf("after %d bytes of batched lines the output holds %d", logBatchBytes, got)
+	}
+}
+
+func TestLogSinkStartsTheWritebackOfAFileLog(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the writeback is started with Linux's sync_file_range")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := newLogSink(f)
+	defer s.Close()
+	if s.writeback == nil {
+		t.Fatal("a sink writing to a regular file has no writeback")
+	}
+	var started atomic.Int32
+	s.mu.Lock()
+	start := s.writeback
+	s.writeback = func() { started.Add(1); start() }
+	s.mu.Unlock()
+
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	lines := 2 * logBytesPerSync / len(line)
+	for range lines {
+		s.Batched().Write(line)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for started.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes were logged to a file and its writeback never started", lines*len(line))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != int64(lines*len(line)) {
+		t.Fatalf("the file holds %d bytes, want %d", fi.Size(), lines*len(line))
+	}
+}
+
+func TestOnlyARegularFileHasAWriteback(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the writeback is started with Linux's sync_file_range")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if writebackOf(f) == nil {
+		t.Error("a regular file has no writeback")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if writebackOf(w) != nil {
+		t.Error("a pipe (journald's standard error) has a writeback")
+	}
+	if writebackOf(&lockedBuffer{}) != nil {
+		t.Error("a buffer has a writeback")
 	}
 }
