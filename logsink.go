@@ -14,19 +14,19 @@ import (
 // lines were logged and no warning or error is held back.
 //
 // When the output is a regular file (serve's standard error redirected to
-// one), the flushing goroutine also starts the kernel's writeback of each
-// logBytesPerSync it writes, without waiting for it, as Pebble does for its
-// tables. Left alone, the kernel keeps a file's dirty pages for 30 s
-// (vm.dirty_expire_centisecs) and then writes them all at once: under a
-// steady 30,000 requests a second, about 190 MB of request log every 30 s,
-// and the WAL's fdatasyncs behind that burst took 50–230 ms ("About the
-// black-box figures" in the README).
+// one), the flushing goroutine also starts the kernel's writeback once
+// logBytesPerSync more have been written, without waiting for it, much as
+// Pebble's BytesPerSync does for its tables. Left alone, the kernel keeps a
+// file's dirty pages for 30 s (vm.dirty_expire_centisecs) and then writes
+// them all at once: under a steady 30,000 requests a second, about 190 MB
+// of request log, and the WAL's fdatasyncs queued behind that burst
+// ("About the black-box figures" in the README).
 type logSink struct {
 	mu        sync.Mutex
 	out       io.Writer
 	buf       []byte
-	writeback func() // starts writing out's dirty pages to disk; nil if out is not a regular file
-	unsynced  int    // bytes written to out since the last writeback
+	writeback func() error // starts writing out's dirty pages to disk; nil if out is not a regular file
+	unsynced  int          // bytes written to out since the last writeback
 	stop      chan struct{}
 	done      chan struct{}
 	once      sync.Once
@@ -104,7 +104,7 @@ func (s *logSink) flushing() {
 		}
 		s.mu.Lock()
 		s.flushLocked()
-		var writeback func()
+		var writeback func() error
 		if s.unsynced >= logBytesPerSync {
 			writeback, s.unsynced = s.writeback, 0
 		}
@@ -112,7 +112,7 @@ func (s *logSink) flushing() {
 		// Outside the lock: starting a writeback can wait for the disk's
 		// queue, and request goroutines take the lock to log.
 		if writeback != nil {
-			writeback()
+			_ = writeback() // a log that cannot be written out has nowhere to say so
 		}
 	}
 }

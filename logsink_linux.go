@@ -10,7 +10,13 @@ import (
 // writebackOf returns a function that starts writing the dirty pages of
 // out to its disk without waiting for them, if out is a regular file, and
 // nil otherwise (a terminal, a pipe to journald, a buffer).
-func writebackOf(out io.Writer) func() {
+//
+// The range ends at the last whole page: the page still being filled is
+// left to the kernel, so that the next append never waits for that page's
+// write to finish (devices that need stable pages would make it wait).
+// WRITE alone, without Pebble's WAIT_BEFORE, never waits for an earlier
+// writeback either: the log must not slow the service down.
+func writebackOf(out io.Writer) func() error {
 	f, ok := out.(*os.File)
 	if !ok {
 		return nil
@@ -22,13 +28,21 @@ func writebackOf(out io.Writer) func() {
 	if err != nil {
 		return nil
 	}
-	return func() {
-		_ = rc.Control(func(fd uintptr) {
-			// Offset 0 and length 0 are the whole file; WRITE alone
-			// starts the writeback of pages not already being written
-			// and does not wait for it. A log that cannot be written
-			// out has nowhere to say so.
-			_ = unix.SyncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	page := int64(os.Getpagesize())
+	return func() error {
+		var err error
+		cerr := rc.Control(func(fd uintptr) {
+			var st unix.Stat_t
+			if err = unix.Fstat(int(fd), &st); err != nil {
+				return
+			}
+			if end := st.Size / page * page; end > 0 {
+				err = unix.SyncFileRange(int(fd), 0, end, unix.SYNC_FILE_RANGE_WRITE)
+			}
 		})
+		if cerr != nil {
+			return cerr
+		}
+		return err
 	}
 }

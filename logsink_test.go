@@ -72,24 +72,38 @@ func TestLogSinkFlushesAFullBatchAtOnce(t *testing.T) {
 	}
 }
 
-func TestLogSinkStartsTheWritebackOfAFileLog(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the writeback is started with Linux's sync_file_range")
-	}
+// logFile creates a regular file for a sink to write to.
+func logFile(t *testing.T) *os.File {
+	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func TestLogSinkStartsTheWritebackOfAFileLog(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the writeback is started with Linux's sync_file_range")
+	}
+	f := logFile(t)
 	s := newLogSink(f)
 	defer s.Close()
 	if s.writeback == nil {
 		t.Fatal("a sink writing to a regular file has no writeback")
 	}
-	var started atomic.Int32
+	var started, failed atomic.Int32
 	s.mu.Lock()
 	start := s.writeback
-	s.writeback = func() { started.Add(1); start() }
+	s.writeback = func() error {
+		started.Add(1)
+		err := start()
+		if err != nil {
+			failed.Add(1)
+		}
+		return err
+	}
 	s.mu.Unlock()
 
 	line := []byte(strings.Repeat("x", 1023) + "\n")
@@ -105,6 +119,13 @@ func TestLogSinkStartsTheWritebackOfAFileLog(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.Close()
+	// One writeback per logBytesPerSync written at most: 2 MiB, 1 or 2.
+	if n := started.Load(); n > 2 {
+		t.Errorf("2 MiB logged started the writeback %d times", n)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d writebacks failed", n)
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
@@ -115,14 +136,13 @@ func TestLogSinkStartsTheWritebackOfAFileLog(t *testing.T) {
 }
 
 func TestOnlyARegularFileHasAWriteback(t *testing.T) {
+	f := logFile(t)
 	if runtime.GOOS != "linux" {
-		t.Skip("the writeback is started with Linux's sync_file_range")
+		if writebackOf(f) != nil {
+			t.Error("a writeback outside Linux")
+		}
+		return
 	}
-	f, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	if writebackOf(f) == nil {
 		t.Error("a regular file has no writeback")
 	}
