@@ -359,7 +359,7 @@ func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) err
 	// changed in place.
 	delete(s.webhooks, w.id)
 	t := w.tenant
-	i := indexBySeq((*slice[*webhook])(&t.webhooks), w.seq)
+	i := indexBySeq(&t.webhooks, w.seq)
 	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
 	return nil
 }

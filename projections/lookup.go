@@ -58,14 +58,14 @@ func ulidKey(prefix string) func(string) (ID, bool) {
 
 var (
 	agentKind = kind[ID, *agent]{"agent", ulidKey(PrefixAgent),
-		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) ordered[*agent] { return (*slice[*agent])(&t.agents) }}
+		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) ordered[*agent] { return &t.agents }}
 	contactKind = kind[ID, *contact]{"contact", ulidKey(PrefixContact),
 		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(t *tenant) ordered[*contact] { return &t.contacts }}
 	sessionKind = kind[ID, *session]{"session", ulidKey(PrefixSession),
 		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(t *tenant) ordered[*session] { return &t.sessions }}
 	// Webhook ids are kept as the strings they were minted as.
 	webhookKind = kind[string, *webhook]{"webhook", func(id string) (string, bool) { return id, true },
-		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) ordered[*webhook] { return (*slice[*webhook])(&t.webhooks) }}
+		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) ordered[*webhook] { return &t.webhooks }}
 )
 
 // in returns the entity of account whose API id is id; false for an id

@@ -77,12 +77,12 @@ func parseStatus(s string) (sessionStatus, bool) {
 // tenant is everything of one account, indexed for its lists.
 type tenant struct {
 	account  *Account
-	agents   []*agent       // creation order
+	agents   slice[*agent]  // creation order
 	contacts list[*contact] // creation order
 	emails   emailIndex     // by emailKey
 	sessions list[*session] // creation order
 	byStatus [statusCount]*btree.BTreeG[sesRef]
-	webhooks []*webhook            // registration order; deleted ones removed
+	webhooks slice[*webhook]       // registration order; deleted ones removed
 	hot      *btree.BTreeG[sesRef] // sessions whose lead turned hot, by seq
 	stats    tenantStats           // the overview's counters (stats.go)
 	// events are the seqs of every record of the account: the audit log

@@ -74,7 +74,7 @@ type snapCut struct {
 
 // cutTenant is one tenant's lists at the cut.
 type cutTenant struct {
-	agents   []*agent
+	agents   slice[*agent]
 	contacts *list[*contact] // append-only: its first nContacts are the cut's
 	sessions *list[*session] // and its first nSessions
 	webhooks []webhook
@@ -179,7 +179,7 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // agent, contact and session and every seqsPerTick seqs. It returns
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
-	if !encodeEach(w, (*slice[*agent])(&t.agents), len(t.agents), c.keptAgents, w.agent, tick) ||
+	if !encodeEach(w, &t.agents, len(t.agents), c.keptAgents, w.agent, tick) ||
 		!encodeEach(w, t.contacts, t.nContacts, nil, w.contact, tick) ||
 		!encodeEach(w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
 		return false
