@@ -40,9 +40,6 @@ type Delivery struct {
 
 // Keys: 'd' + webhook id + 0x00 + 'c' -> cursor (8 bytes, big-endian);
 // 'd' + webhook id + 0x00 + 'r' + delivery id -> Delivery (msgpack).
-// Every key of the keyspace has that shape, 'd' + webhook id + 0x00 + a
-// kind byte: the store keeps each kind of each webhook in tables of its
-// own (eventlog's streamEnd).
 func webhookPrefix(wh string) []byte { return appendWebhookPrefix(nil, wh) }
 func appendWebhookPrefix(b []byte, wh string) []byte {
 	return append(append(append(b, eventlog.KeyspaceDelivery), wh...), 0)

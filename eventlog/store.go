@@ -146,15 +146,14 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		logger = slog.Default()
 	}
 	s = &Store{lock: lock, dir: dataDir, fsys: fsys, logger: logger}
-	po := &pebble.Options{
-		FS:                        fsys,
-		Lock:                      lock,
-		ErrorIfNotExists:          !opts.Create,
-		CacheSize:                 blockCacheSize,
-		MemTableSize:              memTableSize,
-		L0CompactionThreshold:     l0CompactionThreshold,
-		L0StopWritesThreshold:     4 * l0CompactionThreshold,
-		L0CompactionFileThreshold: l0CompactionFileThreshold,
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                    fsys,
+		Lock:                  lock,
+		ErrorIfNotExists:      !opts.Create,
+		CacheSize:             blockCacheSize,
+		MemTableSize:          memTableSize,
+		L0CompactionThreshold: l0CompactionThreshold,
+		L0StopWritesThreshold: 4 * l0CompactionThreshold,
 		// A Replacement's excise needs virtual tables, and this format lets an
 		// excise that meets keys still in the memtable wait for their
 		// flush without holding up commits. An older store is upgraded
@@ -163,9 +162,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		FormatMajorVersion: pebble.FormatFlushableIngestExcises,
 		Logger:             pebbleLogger{logger},
 		EventListener:      &pebble.EventListener{DataCorruption: s.noteDamage},
-	}
-	po.Experimental.SpanPolicyFunc = streamSpan
-	db, err := pebble.Open(dir, po)
+	})
 	if err != nil {
 		if errors.Is(err, pebble.ErrCorruption) {
 			return nil, fmt.Errorf("%w (%v): restore %s from a backup", ErrDamaged, err, dataDir)
@@ -190,78 +187,30 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 // least 32 MiB for blocks beside two memtables.
 const blockCacheSize = 64 << 20
 
-// memTableSize is Pebble's memtable, 16 MiB rather than its default 4 MiB:
-// a delivery's pending and final versions meet in one memtable more often,
-// and only the last is flushed. (It was chosen when a flush's tables still
-// spanned the keyspaces, see streamSpan: a simulation of 600,000 sessions
-// with deliveries compacted 310 MB instead of 745 MB and ran in half the
-// time.)
+// memTableSize is Pebble's memtable, 16 MiB rather than its default 4 MiB.
+// The delivery keyspace sorts before the log, so every flush that holds
+// deliveries and log records makes an L0 table spanning the whole log, and
+// its compaction into the base level rewrites every base table in between:
+// a cost per flush that grows with the log. A memtable four times larger
+// flushes a quarter as often (a delivery's pending and final versions
+// also meet in one memtable more often, and only the last is flushed);
+// a simulation of 600,000 sessions with deliveries compacted 310 MB
+// instead of 745 MB and ran in half the time.
 const memTableSize = 16 << 20
 
-// l0CompactionThreshold is how many overlapping tables level 0 holds in
-// one key range before it is compacted into the base level: 12, not
-// Pebble's default of 4 (writes stall at four times as many, not three).
-// It was chosen before streamSpan, when every flush left a table spanning
-// the older deliveries and each compaction of it rewrote them: letting
-// three times as many flushes gather shared one rewrite among them. With
-// a table per stream, what overlaps in level 0 is the keys written again
-// (a delivery's final version, cursors, counts), which the default would
-// compact more often for no gain that was measured.
+// l0CompactionThreshold is how many sublevels level 0 holds before it is
+// compacted into the base level: 12, not Pebble's default of 4 (writes
+// stall at four times as many, not three). A write of the delivery state
+// touches several key ranges of a webhook (attempts, cursor, deliveries,
+// the event index), so a flush leaves at least one level-0 table that
+// spans the older deliveries in between, and each compaction that takes
+// it rewrites those base-level tables. Letting three times as many flushes
+// gather shares one such rewrite among them: over a growth run to a
+// million deliveries, 839–900 instead of 1,248–1,631 bytes compacted a
+// request (BenchmarkCreateAsDeliveriesGrow, compacted-B/req). Reads pay
+// little for the deeper level 0: every read the API serves comes from
+// memory, and the log is read by iterators over its tail.
 const l0CompactionThreshold = 12
-
-// l0CompactionFileThreshold is how many tables level 0 holds before it
-// is compacted however little they overlap: 64, not Pebble's default of
-// 500. A flush writes a table for each stream it holds (streamSpan), and
-// a stream's new tail overlaps nothing, so level 0 grows by about eight
-// tables a flush that the overlap threshold above never counts. At 500,
-// a growth run to a million deliveries ended with 475 tables in 125
-// sublevels in level 0 and 1 GB of compaction debt: an iterator (a
-// delivery loop's read of the log) merges a level for each sublevel, and
-// Pebble rebuilds the sublevels under its lock at every flush.
-const l0CompactionFileThreshold = 64
-
-// streamSpan is Pebble's span policy: it changes no policy, but the end
-// it returns splits every flushed or compacted table at the end of the
-// stream its first key belongs to (streamEnd), so that no table spans two
-// streams.
-//
-// Why: every commit with deliveries writes at the tail of several streams
-// at once (the log, a webhook's deliveries, their attempts, the event
-// index). A table spanning from one stream's tail to the next one's
-// overlaps every older key of the streams in between, and each compaction
-// of it rewrote those base-level tables again: a cost per flush that grew
-// with the data (README, "Why creates slowed down"). A table of one
-// stream's tail overlaps little or nothing below it, and is often moved
-// down a level instead of being rewritten.
-func streamSpan(start []byte) (pebble.SpanPolicy, []byte, error) {
-	return pebble.SpanPolicy{}, streamEnd(start), nil
-}
-
-// streamEnd returns the first key after the stream key belongs to (nil:
-// the end of the keyspace). A stream is a keyspace (the log, the
-// idempotency records, the snapshots, the bookkeeping values), except in
-// the delivery keyspace, whose keys are 'd' + webhook id + 0x00 + kind +
-// …: there a stream is one kind of one webhook's state (delivery/store.go).
-func streamEnd(key []byte) []byte {
-	if len(key) == 0 {
-		return nil
-	}
-	n := 1
-	if key[0] == KeyspaceDelivery {
-		if i := bytes.IndexByte(key[1:], 0); i >= 0 {
-			n = min(len(key), i+3) // through the kind byte after the 0x00
-		}
-	}
-	end := append([]byte(nil), key[:n]...)
-	for len(end) > 0 && end[len(end)-1] == 0xff {
-		end = end[:len(end)-1]
-	}
-	if len(end) == 0 {
-		return nil
-	}
-	end[len(end)-1]++
-	return end
-}
 
 // lockError tells apart the two reasons Pebble's directory lock fails:
 // another process holds it (the lock call itself refuses), or the lock file
