@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"io"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,28 +82,41 @@ func (s *IDs) New(prefix string) string {
 // every id demosvc shows, without allocating beyond dst's growth.
 func AppendID(dst []byte, prefix string, id ulid.ULID) []byte {
 	dst = append(dst, prefix...)
+	dst = slices.Grow(dst, ulid.EncodedSize)
+	e := dst[len(dst) : len(dst)+ulid.EncodedSize]
 	// Crockford base32 of the 128 bits, 5 bits a character from the top
 	// (the first character carries the top 3), written lowercase directly:
 	// ulid's own encoder writes uppercase, which every id in every answer
-	// would then have to lower.
-	hi := uint64(id[0])<<56 | uint64(id[1])<<48 | uint64(id[2])<<40 | uint64(id[3])<<32 |
-		uint64(id[4])<<24 | uint64(id[5])<<16 | uint64(id[6])<<8 | uint64(id[7])
-	lo := uint64(id[8])<<56 | uint64(id[9])<<48 | uint64(id[10])<<40 | uint64(id[11])<<32 |
-		uint64(id[12])<<24 | uint64(id[13])<<16 | uint64(id[14])<<8 | uint64(id[15])
-	for i := range ulid.EncodedSize {
-		shift := uint(5 * (ulid.EncodedSize - 1 - i)) // of the character's lowest bit in the 130-bit number
-		var v uint64
-		switch {
-		case shift >= 64:
-			v = hi >> (shift - 64)
-		case shift == 0:
-			v = lo
-		default:
-			v = lo>>shift | hi<<(64-shift)
-		}
-		dst = append(dst, lowerCrockford[v&31])
-	}
-	return dst
+	// would then have to lower. Unrolled as ulid's MarshalTextTo is: a
+	// list of 20 sessions encodes 60 ids.
+	const c = lowerCrockford
+	e[0] = c[(id[0]&224)>>5]
+	e[1] = c[id[0]&31]
+	e[2] = c[(id[1]&248)>>3]
+	e[3] = c[((id[1]&7)<<2)|((id[2]&192)>>6)]
+	e[4] = c[(id[2]&62)>>1]
+	e[5] = c[((id[2]&1)<<4)|((id[3]&240)>>4)]
+	e[6] = c[((id[3]&15)<<1)|((id[4]&128)>>7)]
+	e[7] = c[(id[4]&124)>>2]
+	e[8] = c[((id[4]&3)<<3)|((id[5]&224)>>5)]
+	e[9] = c[id[5]&31]
+	e[10] = c[(id[6]&248)>>3]
+	e[11] = c[((id[6]&7)<<2)|((id[7]&192)>>6)]
+	e[12] = c[(id[7]&62)>>1]
+	e[13] = c[((id[7]&1)<<4)|((id[8]&240)>>4)]
+	e[14] = c[((id[8]&15)<<1)|((id[9]&128)>>7)]
+	e[15] = c[(id[9]&124)>>2]
+	e[16] = c[((id[9]&3)<<3)|((id[10]&224)>>5)]
+	e[17] = c[id[10]&31]
+	e[18] = c[(id[11]&248)>>3]
+	e[19] = c[((id[11]&7)<<2)|((id[12]&192)>>6)]
+	e[20] = c[(id[12]&62)>>1]
+	e[21] = c[((id[12]&1)<<4)|((id[13]&240)>>4)]
+	e[22] = c[((id[13]&15)<<1)|((id[14]&128)>>7)]
+	e[23] = c[(id[14]&124)>>2]
+	e[24] = c[((id[14]&3)<<3)|((id[15]&224)>>5)]
+	e[25] = c[id[15]&31]
+	return dst[:len(dst)+ulid.EncodedSize]
 }
 
 const lowerCrockford = "0123456789abcdefghjkmnpqrstvwxyz"
