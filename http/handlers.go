@@ -37,7 +37,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, page, func(v projections.AgentView) string { return v.ID })
+	writePage(w, r, q, page, func(v projections.AgentView) string { return v.ID })
 }
 
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
@@ -133,7 +133,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if more {
-		setNextLink(w, r, lastID)
+		setNextLink(w, r, q, lastID)
 	}
 	writeRawJSON(w, http.StatusOK, body)
 }
@@ -165,7 +165,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, page, func(v projections.ContactView) string { return v.ID })
+	writePage(w, r, q, page, func(v projections.ContactView) string { return v.ID })
 }
 
 func (s *Server) handleGetContact(w http.ResponseWriter, r *http.Request) {
@@ -222,21 +222,22 @@ func (s *Server) listQuery(w http.ResponseWriter, r *http.Request, spec listSpec
 
 // writePage writes {"data":[…]} and, when more items remain, a Link header
 // to the next page (RFC 8288).
-func writePage[T any](w http.ResponseWriter, r *http.Request, page projections.Page[T], idOf func(T) string) {
+func writePage[T any](w http.ResponseWriter, r *http.Request, q listQuery, page projections.Page[T], idOf func(T) string) {
 	if page.More && len(page.Data) > 0 {
-		setNextLink(w, r, idOf(page.Data[len(page.Data)-1]))
+		setNextLink(w, r, q, idOf(page.Data[len(page.Data)-1]))
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
-// setNextLink sets the Link header to the page after the item lastID.
-func setNextLink(w http.ResponseWriter, r *http.Request, lastID string) {
-	next := url.Values{}
-	for k, vs := range r.URL.Query() {
-		next[k] = vs
+// setNextLink sets the Link header to the page after the item lastID: the
+// list's query with starting_after set to lastID (q's params are the
+// link's from then on).
+func setNextLink(w http.ResponseWriter, r *http.Request, q listQuery, lastID string) {
+	if q.params == nil {
+		q.params = url.Values{}
 	}
-	next.Set("starting_after", lastID)
-	w.Header().Set("Link", "<"+r.URL.Path+"?"+next.Encode()+`>; rel="next"`)
+	q.params["starting_after"] = []string{lastID}
+	w.Header()["Link"] = []string{"<" + r.URL.Path + "?" + q.params.Encode() + `>; rel="next"`}
 }
 
 // writeRawJSON writes a body that is already JSON.
@@ -295,7 +296,7 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writePage(w, r, page, func(v projections.WebhookView) string { return v.ID })
+	writePage(w, r, q, page, func(v projections.WebhookView) string { return v.ID })
 }
 
 func (s *Server) handleGetWebhook(w http.ResponseWriter, r *http.Request) {
@@ -352,7 +353,7 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 	if page.Data == nil {
 		page.Data = []delivery.Delivery{}
 	}
-	writePage(w, r, page, func(d delivery.Delivery) string { return d.ID })
+	writePage(w, r, q, page, func(d delivery.Delivery) string { return d.ID })
 }
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {

@@ -28,6 +28,8 @@ type listSpec struct {
 type listQuery struct {
 	projections.ListQuery
 	Filters map[string]string
+	// params is the query as parsed, what the next page's link carries.
+	params url.Values
 }
 
 // parseListQuery reads the raw query string of a list request, the one way
@@ -43,6 +45,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	if err != nil {
 		return q, malformedQuery(err)
 	}
+	q.params = values
 	for name, vs := range values {
 		if !utf8.ValidString(name) {
 			return q, apiError(projections.EInvalid, "", "a query parameter name is not valid UTF-8")
@@ -88,8 +91,9 @@ func accepted(spec listSpec) string {
 }
 
 // wellFormedQuery answers 400 for a query string that does not parse,
-// on any route, rather than letting net/url drop what it cannot read;
-// lists check the rest with parseListQuery.
+// on any route but the lists, rather than letting net/url drop what it
+// cannot read. A list's handler parses its query once, with
+// parseListQuery, which refuses a malformed one with the same answer.
 func (s *Server) wellFormedQuery(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery == "" {

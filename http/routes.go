@@ -91,30 +91,35 @@ func (s *Server) routes() http.Handler {
 	api := func(method, path string, h http.HandlerFunc) {
 		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
 	}
+	// A list parses its query once, in its handler (parseListQuery), which
+	// refuses a malformed one as wellFormedQuery does.
+	list := func(path string, h http.HandlerFunc) {
+		handle(r, http.MethodGet, path, route(path, s.authenticated(h)))
+	}
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)
 
 	api(http.MethodPost, "/v1/agents", s.handleCreateAgent)
-	api(http.MethodGet, "/v1/agents", s.handleListAgents)
+	list("/v1/agents", s.handleListAgents)
 	api(http.MethodGet, "/v1/agents/:id", s.handleGetAgent)
 	api(http.MethodPatch, "/v1/agents/:id", s.handleUpdateAgent)
 
 	api(http.MethodPost, "/v1/sessions", s.handleStartSession)
-	api(http.MethodGet, "/v1/sessions", s.handleListSessions)
+	list("/v1/sessions", s.handleListSessions)
 	api(http.MethodGet, "/v1/sessions/:id", s.handleGetSession)
 	api(http.MethodPost, "/v1/sessions/:id/progress", s.sessionAction((*projections.Projections).ProgressSession))
 	api(http.MethodPost, "/v1/sessions/:id/complete", s.sessionAction((*projections.Projections).CompleteSession))
 	api(http.MethodPost, "/v1/sessions/:id/abandon", s.sessionAction((*projections.Projections).AbandonSession))
 	api(http.MethodPost, "/v1/sessions/:id/meeting", s.handleBookMeeting)
 
-	api(http.MethodGet, "/v1/contacts", s.handleListContacts)
+	list("/v1/contacts", s.handleListContacts)
 	api(http.MethodGet, "/v1/contacts/:id", s.handleGetContact)
 
 	api(http.MethodPost, "/v1/webhooks", s.handleRegisterWebhook)
-	api(http.MethodGet, "/v1/webhooks", s.handleListWebhooks)
+	list("/v1/webhooks", s.handleListWebhooks)
 	api(http.MethodGet, "/v1/webhooks/:id", s.handleGetWebhook)
 	api(http.MethodDelete, "/v1/webhooks/:id", s.handleDeleteWebhook)
-	api(http.MethodGet, "/v1/webhooks/:id/deliveries", s.handleListDeliveries)
+	list("/v1/webhooks/:id/deliveries", s.handleListDeliveries)
 	api(http.MethodPost, "/v1/webhooks/:id/deliveries/:delivery_id/retry", s.handleRetryDelivery)
 	api(http.MethodPatch, "/v1/webhooks/:id", s.handleUpdateWebhook)
 	api(http.MethodPost, "/v1/webhooks/:id/rotate-secret", s.handleRotateSecret)
