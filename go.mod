@@ -3,6 +3,7 @@ module demosvc
 go 1.26.8
 
 require (
+	github.com/bytedance/gopkg v0.1.4
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/pebble/v2 v2.1.7

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bytedance/gopkg/util/gctuner"
+)
+
+// serve lets a small heap grow to heapFloor before collecting (GOGC over
+// 100 while the live heap is small), unless GOGC is set.
+func TestTuneGCLetsASmallHeapGrowUnlessGOGCIsSet(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set in this environment")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+
+	var logs bytes.Buffer
+	t.Setenv("GOGC", "150")
+	tuneGC(slog.New(slog.NewTextHandler(&logs, nil)))
+	if !strings.Contains(logs.String(), "GOGC=150") {
+		t.Errorf("with GOGC set, the log says %q; want it to say GOGC=150 is kept", logs.String())
+	}
+	runtime.GC()
+	if p := gctuner.GetGCPercent(); p != 100 {
+		t.Fatalf("with GOGC set, the tuner is on (GOGC %d)", p)
+	}
+
+	os.Unsetenv("GOGC")
+	tuneGC(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer gctuner.Tuning(0)
+	// The test binary's live heap is a few MiB: after a collection the
+	// tuner raises GOGC so that the heap may grow towards heapFloor.
+	deadline := time.Now().Add(10 * time.Second)
+	for gctuner.GetGCPercent() <= 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC still %d after collections with a small heap; want more than 100", gctuner.GetGCPercent())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // the tuner runs in the finalizer goroutine after the cycle
+	}
+}
