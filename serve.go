@@ -48,7 +48,9 @@ func (c *cli) serve(args []string) int {
 	sink := newLogSink(c.stderr)
 	defer sink.Close()
 	logger := newLogger(cfg, sink)
-	tuneGC(logger)
+	if stop := tuneGC(logger); stop != nil {
+		defer stop()
+	}
 	access := demohttp.NewAccessLog(sink.Batched(), cfg.Log.Format, logLevel(cfg))
 	if err := c.runServer(cfg, logger, access); err != nil {
 		return c.fail(cf, "%v", err)
