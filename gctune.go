@@ -19,6 +19,12 @@ import (
 // grows as it would without it.
 const heapFloor = 64 << 20
 
+// GOGC never goes under 100 with the tuner on (its default floor is 50,
+// for a heap over the threshold). Set before any goroutine can run a
+// tuner: the tuner reads it without synchronisation, so setting it while
+// one runs (a second serve in one process, as in the tests) is a race.
+func init() { gctuner.SetMinGCPercent(100) }
+
 // tuneGC sets GOGC after every collection so that the heap may reach
 // heapFloor (GOGC at most 500, never under 100), unless the GOGC
 // environment variable is set: an operator's choice stands. GOMEMLIMIT
@@ -31,7 +37,6 @@ func tuneGC(logger *slog.Logger) (stop func()) {
 		logger.Info("GOGC is set: the collector is left as it says", "GOGC", v)
 		return nil
 	}
-	gctuner.SetMinGCPercent(100)
 	gctuner.Tuning(heapFloor)
 	return func() { gctuner.Tuning(0) }
 }
