@@ -1,5 +1,7 @@
-# Sourced by .ci/blackbox and .ci/compare-posts: starts a demosvc build the
-# way the load commands measure it and seeds it.
+# Sourced by .ci/blackbox, .ci/compare-posts and .ci/compare-reads: starts a
+# demosvc build the way the load commands measure it and seeds it, starts
+# the bare baseline server, reads a process's CPU, and sums up rounds run
+# side by side.
 #
 # start_demosvc BIN DIR: runs BIN serve on a fresh data dir under DIR with
 # production settings (default timeouts, a text log at info, one access
@@ -32,4 +34,52 @@ wrk.body = '$create'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $key"
 LUA
+}
+
+# more_sessions: 30 more sessions on the server start_demosvc started last,
+# so that the list of 20 is full.
+more_sessions() {
+  for _ in $(seq 30); do
+    curl -fs -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d "$create" "$api/v1/sessions" >/dev/null
+  done
+}
+
+# bare NAME ARGS...: starts $work/bareserve with ARGS, adds it to pids, and
+# sets bare_NAME to its URL and pid_NAME to its pid.
+bare() {
+  local name=$1; shift
+  "$work/bareserve" "$@" >"$work/$name.addr" 2>"$work/$name.log" &
+  pids+=($!)
+  printf -v "pid_$name" '%s' $!
+  for _ in $(seq 100); do [ -s "$work/$name.addr" ] && break; sleep 0.1; done
+  printf -v "bare_$name" 'http://%s' "$(cat "$work/$name.addr")"
+}
+
+# cputicks PID: the CPU time the process has used, in clock ticks (hz a
+# second).
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# side_by_side LABEL N NAMES < RESULTS: RESULTS holds lines "server round
+# req/s cpu_µs"; server N is the bare one, NAMES (space-separated) names
+# servers 1..N. Prints per server the median req/s, the median CPU per
+# request, the median of the rounds' ratios to server N, and each round's.
+side_by_side() {
+  awk -v label="$1" -v n="$2" -v names="$3" '
+    function median(a, k,   i, j, t) {
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    { rps[$1, $2] = $3; cpu[$1, $2] = $4; if ($2 > rounds) rounds = $2 }
+    END {
+      split(names, name, " ")
+      for (j = 1; j <= n; j++) {
+        delete x; delete y; delete z; line = ""
+        for (r = 1; r <= rounds; r++) {
+          x[r] = rps[j, r]; y[r] = cpu[j, r]; z[r] = rps[j, r] / rps[n, r]
+          line = line sprintf(" %.2f/%.1f", z[r], cpu[j, r])
+        }
+        printf "%-5s %-20s req/s %6.0f  cpu µs/request %5.1f  ratio %.2f  rounds (ratio/µs):%s\n", label, name[j], median(x, rounds), median(y, rounds), median(z, rounds), line
+      }
+    }'
 }
