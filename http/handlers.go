@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 
 	"demosvc/delivery"
 	"demosvc/projections"
@@ -233,9 +232,6 @@ func writePage[T any](w http.ResponseWriter, r *http.Request, q listQuery, page 
 // list's query with starting_after set to lastID (q's params are the
 // link's from then on).
 func setNextLink(w http.ResponseWriter, r *http.Request, q listQuery, lastID string) {
-	if q.params == nil {
-		q.params = url.Values{}
-	}
 	q.params["starting_after"] = []string{lastID}
 	w.Header()["Link"] = []string{"<" + r.URL.Path + "?" + q.params.Encode() + `>; rel="next"`}
 }
