@@ -60,6 +60,14 @@ const maxPresizedBody = 16 << 10
 // object, unknown or differently-cased fields, a field given twice, wrong
 // types, invalid UTF-8 or lone surrogates, and trailing data.
 func decodeStrict(body []byte, v any) error {
+	if in, ok := v.(*projections.SessionInput); ok && decodeSessionInput(body, in) {
+		return nil
+	}
+	return decodeReflective(body, v)
+}
+
+// decodeReflective is decodeStrict through strictjson, for every body.
+func decodeReflective(body []byte, v any) error {
 	if err := strictjson.DecodeObject(body, v); err != nil {
 		var fe *strictjson.FieldError
 		switch {
