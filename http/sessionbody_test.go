@@ -24,6 +24,10 @@ func TestSessionInputFastPathTakesPlainBodiesOnly(t *testing.T) {
 		{`{}`, &projections.SessionInput{}},
 		{`{"agent_id":"agt_01","agent_id":"agt_02"}`, nil}, // given twice
 		{`{"contact":{"name":"a","name":"b"}}`, nil},       // given twice
+		{`{"contact_id":"a","contact_id":"b"}`, nil},       // given twice
+		{`{"contact":{},"contact":{}}`, nil},               // given twice
+		{`{"contact":{"email":"a","email":"b"}}`, nil},     // given twice
+		{`{"contact":{"company":"a","company":"b"}}`, nil}, // given twice
 		{`{"agent_id":"agt_01","unknown":"x"}`, nil},       // not a member
 		{`{"Agent_id":"agt_01"}`, nil},                     // another case
 		{`{"agent_id":null}`, nil},                         // null
@@ -46,6 +50,12 @@ func TestSessionInputFastPathTakesPlainBodiesOnly(t *testing.T) {
 		if ok && !reflect.DeepEqual(&got, c.want) {
 			t.Errorf("%q: decoded %+v (contact %+v), want %+v", c.body, got, got.Contact, c.want)
 		}
+		// Every body the fast path takes, the reflective decoder decodes
+		// to the same value.
+		var slow projections.SessionInput
+		if err := decodeReflective([]byte(c.body), &slow); ok && (err != nil || !reflect.DeepEqual(got, slow)) {
+			t.Errorf("%q: the reflective decoder says %v, %+v", c.body, err, slow)
+		}
 	}
 }
 
@@ -58,6 +68,9 @@ func FuzzSessionInputFastPathAgrees(f *testing.F) {
 		`{"agent_id":"agt_01","contact_id":"con_01"}`, `{"contact":{}}`, `{}`, ` { } `,
 		`{"agent_id":"a","agent_id":"b"}`, `{"contact":null}`, `{"contact":{"name":"\u00e9"}}`,
 		`{"agent_id":"a"}x`, `{"contact":{"name":"a"},"contact_id":""}`,
+		`{"contact_id":"a","contact_id":"b"}`, `{"contact":{},"contact":{}}`,
+		`{"contact":{"email":"a","email":"b"}}`, `{"contact":{"company":"a","company":"b"}}`,
+		`{"contact":{"name":"a","name":"b"}}`, " {\n\t\"contact_id\" : \"c\" ,\r\"agent_id\":\"a\" } \n",
 	} {
 		f.Add([]byte(s))
 	}
