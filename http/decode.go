@@ -58,7 +58,8 @@ const maxPresizedBody = 16 << 10
 
 // decodeStrict decodes one JSON object into v, refusing anything but an
 // object, unknown or differently-cased fields, a field given twice, wrong
-// types, invalid UTF-8 or lone surrogates, and trailing data.
+// types, invalid UTF-8 or lone surrogates, and trailing data. A created
+// session's usual body is read without reflection (decodeSessionInput).
 func decodeStrict(body []byte, v any) error {
 	if in, ok := v.(*projections.SessionInput); ok && decodeSessionInput(body, in) {
 		return nil

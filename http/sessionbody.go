@@ -21,35 +21,23 @@ func decodeSessionInput(body []byte, in *projections.SessionInput) bool {
 	var out projections.SessionInput
 	const agent, contactID, contact = 1, 2, 4
 	seen := 0
-	ok := p.members(func(name string) bool {
+	read := p.members(func(name string) bool {
 		switch name {
 		case "agent_id":
-			if seen&agent != 0 {
-				return false
-			}
-			seen |= agent
 			v, ok := p.str()
 			out.AgentID = v
-			return ok
+			return ok && once(&seen, agent)
 		case "contact_id":
-			if seen&contactID != 0 {
-				return false
-			}
-			seen |= contactID
 			v, ok := p.str()
 			out.ContactID = &v
-			return ok
+			return ok && once(&seen, contactID)
 		case "contact":
-			if seen&contact != 0 {
-				return false
-			}
-			seen |= contact
 			out.Contact = new(projections.Contact)
-			return p.contact(out.Contact)
+			return p.contact(out.Contact) && once(&seen, contact)
 		}
 		return false
 	})
-	if !ok || !p.end() {
+	if !read || !p.end() {
 		return false
 	}
 	*in = out
@@ -132,13 +120,9 @@ func (p *plainObject) contact(c *projections.Contact) bool {
 	const name, email, company = 1, 2, 4
 	seen := 0
 	field := func(bit int, dst *string) bool {
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		v, ok := p.str()
 		*dst = v
-		return ok
+		return ok && once(&seen, bit)
 	}
 	return p.members(func(n string) bool {
 		switch n {
@@ -151,6 +135,16 @@ func (p *plainObject) contact(c *projections.Contact) bool {
 		}
 		return false
 	})
+}
+
+// once marks bit in seen and reports whether it was not marked before: a
+// member given twice is left to strictjson, which refuses it.
+func once(seen *int, bit int) bool {
+	if *seen&bit != 0 {
+		return false
+	}
+	*seen |= bit
+	return true
 }
 
 // end reads the whitespace after the object, and nothing else.
