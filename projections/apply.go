@@ -159,7 +159,7 @@ func (s *State) applyAgentCreated(rec *eventlog.Record, p *AgentCreated) error {
 	now := unix(rec.Time)
 	a := &agent{id: id, tenant: t, seq: rec.Seq, name: p.Name, sandboxURL: p.SandboxURL, persona: p.Persona,
 		active: p.Status != AgentInactive, createdAt: now, updatedAt: now}
-	s.agents[id] = a
+	s.addAgent(a)
 	t.agents = append(t.agents, a)
 	t.stats.agentActive(false, a.active)
 	return nil
@@ -204,6 +204,7 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	}
 	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
 		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
+	c.num = n
 	t.contacts.add(c)
 	t.emails.add(&s.contacts, key, n)
 	return nil
@@ -222,10 +223,11 @@ func (s *State) applySessionStarted(rec *eventlog.Record, p *SessionStarted) err
 	if err != nil {
 		return err
 	}
-	ses, n := s.sessions.addNumbered(id, session{id: id, agent: a, contact: c, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
+	ses, n := s.sessions.addNumbered(id, session{id: id, agent: a.num, contact: c.num, seq: rec.Seq, startedAt: unix(rec.Time), status: inProgress})
+	ses.num = n
 	t := a.tenant
-	t.sessions.add(ses)
-	a.sessions.add(ses)
+	t.sessions.add(n)
+	a.sessions.add(n)
 	s.addContactSession(c, ses)
 	t.byStatus[inProgress].ReplaceOrInsert(sesRef{ses.seq, n})
 	t.stats.sessionStarted(ses.startedAt)
@@ -265,19 +267,20 @@ func (s *State) applyLeadHot(rec *eventlog.Record, p *LeadHot) error {
 		return err
 	}
 	s.keepSession(ses)
+	t := s.tenantOfSession(ses)
 	if !ses.hot {
-		ses.agent.tenant.hot.ReplaceOrInsert(s.ref(ses))
+		t.hot.ReplaceOrInsert(s.ref(ses))
 	}
 	ses.hot = true
 	ses.hotSignals = ses.signals
 	s.addEvent(ses, rec.Seq)
-	ses.agent.tenant.stats.leadHot(unix(rec.Time))
+	t.stats.leadHot(unix(rec.Time))
 	return nil
 }
 
 // end moves a session out of in_progress.
 func (s *State) end(ses *session, to sessionStatus, at int64) {
-	t := ses.agent.tenant
+	t := s.tenantOfSession(ses)
 	ref := s.ref(ses)
 	t.byStatus[ses.status].Delete(ref)
 	ses.status = to
@@ -296,7 +299,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	}
 	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
-	ses.replayURL = s.text.keep(p.ReplayURL)
+	ses.replayURL = s.text.keepRef(p.ReplayURL)
 	s.addEvent(ses, rec.Seq)
 	s.end(ses, completed, unix(rec.Time))
 	return nil
@@ -313,7 +316,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
 	if p.ReplayURL != nil {
-		ses.replayURL = s.text.keep(*p.ReplayURL)
+		ses.replayURL = s.text.keepRef(*p.ReplayURL)
 	}
 	s.addEvent(ses, rec.Seq)
 	s.end(ses, abandoned, unix(rec.Time))
@@ -325,13 +328,14 @@ func (s *State) applyMeetingBooked(rec *eventlog.Record, p *MeetingBooked) error
 	if err != nil {
 		return err
 	}
-	if ses.meeting != nil {
+	if ses.meeting != 0 {
 		return errorf("session %s has a meeting", p.SessionID)
 	}
 	s.keepSession(ses)
-	ses.meeting = &meeting{scheduledAt: s.text.keep(p.ScheduledAt), calendarLink: s.text.keep(p.CalendarLink), seq: rec.Seq}
+	s.addMeeting(ses, meeting{scheduledAt: s.text.keep(p.ScheduledAt), calendarLink: s.text.keep(p.CalendarLink), seq: rec.Seq})
 	s.addEvent(ses, rec.Seq)
-	ses.agent.tenant.stats.meetingBooked(ses.agent, unix(rec.Time))
+	a := s.agentOf(ses)
+	a.tenant.stats.meetingBooked(a, unix(rec.Time))
 	return nil
 }
 

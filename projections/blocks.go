@@ -41,7 +41,13 @@ func (b *block[T]) slice(n int) []T {
 const textBlockLen = 32 << 10
 
 // text keeps strings in shared blocks.
-type text struct{ b strings.Builder }
+type text struct {
+	b strings.Builder
+	// For textRefs: the blocks before b's, and the strings kept as
+	// objects of their own.
+	full []string
+	long []string
+}
 
 // keep returns a copy of s in a block.
 func (t *text) keep(s string) string {
@@ -70,9 +76,71 @@ func (t *text) keepBytes(p []byte) string {
 // appends to its buffer, and String returns it without a copy.
 func (t *text) reserve(n int) {
 	if t.b.Cap()-t.b.Len() < n {
+		if t.b.Cap() > 0 {
+			t.full = append(t.full, t.b.String())
+		}
 		t.b = strings.Builder{}
 		t.b.Grow(textBlockLen)
 	}
+}
+
+// textRef is a string kept by text, named by a number rather than a
+// pointer, so that what holds it holds no pointer: 0 is "", a ref with
+// refLong set is t.long[ref &^ refLong], and any other is the len (low 16
+// bits) bytes at offset (the next 16) in block ref>>32.
+type textRef uint64
+
+const refLong textRef = 1 << 63
+
+// keepRef returns a ref to a copy of s.
+func (t *text) keepRef(s string) textRef {
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s) > textBlockLen/16 {
+		t.long = append(t.long, s)
+		return refLong | textRef(len(t.long)-1)
+	}
+	ref := t.next(len(s))
+	t.b.WriteString(s)
+	return ref
+}
+
+// keepRefBytes returns a ref to p as a string.
+func (t *text) keepRefBytes(p []byte) textRef {
+	if len(p) == 0 {
+		return 0
+	}
+	if len(p) > textBlockLen/16 {
+		t.long = append(t.long, string(p))
+		return refLong | textRef(len(t.long)-1)
+	}
+	ref := t.next(len(p))
+	t.b.Write(p)
+	return ref
+}
+
+// next returns the ref of the n bytes about to be written to t.b, after
+// making room for them.
+func (t *text) next(n int) textRef {
+	t.reserve(n)
+	return textRef(len(t.full))<<32 | textRef(t.b.Len())<<16 | textRef(n)
+}
+
+// str returns the string of ref.
+func (t *text) str(ref textRef) string {
+	switch {
+	case ref == 0:
+		return ""
+	case ref&refLong != 0:
+		return t.long[ref&^refLong]
+	}
+	block, start, n := int(ref>>32), int(ref>>16&0xffff), int(ref&0xffff)
+	all := t.b.String()
+	if block < len(t.full) {
+		all = t.full[block]
+	}
+	return all[start : start+n]
 }
 
 // addContactSession appends ses to c's sessions: most contacts have one.
@@ -80,17 +148,39 @@ func (s *State) addContactSession(c *contact, ses *session) {
 	if c.sessions.head == nil {
 		c.sessions.head = s.sessionsBlock.slice(1)
 	}
-	c.sessions.add(ses)
+	c.sessions.add(ses.num)
 }
 
 // addEvent appends seq to the session's timeline, which most often ends
 // up with two: its progress and its end.
 func (s *State) addEvent(ses *session, seq uint64) {
-	if ses.events == nil {
-		ses.events = s.eventsBlock.slice(2)
+	if ses.timeline == 0 {
+		s.timelines.add(s.eventsBlock.slice(2))
+		ses.timeline = uint32(s.timelines.len())
 	}
-	ses.events = append(ses.events, seq)
+	tl := s.timelines.ptr(int(ses.timeline - 1))
+	*tl = append((*tl)[:ses.nEvents], seq)
+	ses.nEvents++
 }
+
+// addMeeting makes m ses's meeting.
+func (s *State) addMeeting(ses *session, m meeting) {
+	s.meetings.add(m)
+	ses.meeting = uint32(s.meetings.len())
+}
+
+// sessionsIn is a list of session numbers read as the sessions.
+type sessionsIn struct {
+	nums  *list[uint32]
+	table *table[session]
+}
+
+// sessionsIn returns l, a list of numbers in s's sessions table, as the
+// sessions.
+func (s *State) sessionsIn(l *list[uint32]) sessionsIn { return sessionsIn{l, &s.sessions} }
+
+func (l sessionsIn) len() int          { return l.nums.len() }
+func (l sessionsIn) at(i int) *session { return l.table.num(l.nums.at(i)) }
 
 // emailIndex finds a tenant's contact by its e-mail's emailKey. It keys
 // the contacts by a hash of the key and holds their numbers in the
@@ -277,6 +367,16 @@ func (l *list[T]) at(i int) T {
 	}
 	i -= listChunk
 	return (*l.rest)[i/listChunk][i%listChunk]
+}
+
+// ptr returns where value i, which must be below len, is kept until the
+// next add.
+func (l *list[T]) ptr(i int) *T {
+	if i < len(l.head) {
+		return &l.head[i]
+	}
+	i -= listChunk
+	return &(*l.rest)[i/listChunk][i%listChunk]
 }
 
 // all yields the values in order.

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -97,6 +98,66 @@ func TestTextBlocksKeepEveryString(t *testing.T) {
 	if tx.keep("") != "" || tx.keepBytes(nil) != "" {
 		t.Fatal("an empty string is not empty")
 	}
+}
+
+// A textRef reads back the string it was made of, in the current block
+// as in the ones before it, mixed with the strings keep hands out, at
+// every length up to past the longest kept in a block.
+func TestTextRefsKeepEveryString(t *testing.T) {
+	var tx text
+	rng := rand.New(rand.NewPCG(3, 4))
+	var want []string
+	var refs []textRef
+	check := func(i int) {
+		t.Helper()
+		if got := tx.str(refs[i]); got != want[i] {
+			t.Fatalf("ref %d (%#x): %q, want %q", i, refs[i], got, want[i])
+		}
+	}
+	for i := 0; i < 20_000; i++ {
+		n := rng.IntN(300)
+		switch i % 50 {
+		case 0:
+			n = textBlockLen/16 + rng.IntN(2) // the longest kept in a block, and one more
+		case 1:
+			n = 0
+		}
+		s := strings.Repeat(string(rune('a'+i%26)), n)
+		tx.keep(strings.Repeat("-", rng.IntN(100)))
+		want = append(want, s)
+		if i%2 == 0 {
+			refs = append(refs, tx.keepRef(s))
+		} else {
+			refs = append(refs, tx.keepRefBytes([]byte(s)))
+		}
+		check(i)
+	}
+	if len(tx.full) < 10 || len(tx.long) == 0 {
+		t.Fatalf("%d blocks and %d long strings: the test does not reach past one block", len(tx.full), len(tx.long))
+	}
+	runtime.GC()
+	for i := range want {
+		check(i)
+	}
+}
+
+// A session holds no pointer, so the blocks of the sessions table are
+// never scanned by the garbage collector (model.go).
+func TestSessionHoldsNoPointer(t *testing.T) {
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, path string) {
+		switch ty.Kind() {
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				walk(ty.Field(i).Type, path+"."+ty.Field(i).Name)
+			}
+		case reflect.Array:
+			walk(ty.Elem(), path+"[]")
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.String, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+			t.Errorf("%s is a %s", path, ty.Kind())
+		}
+	}
+	walk(reflect.TypeFor[session](), "session")
 }
 
 // The e-mail index finds each contact by its address's key, whatever the

@@ -112,9 +112,10 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 		// A session's figures are final once it ended; only a meeting can
 		// come later, and its seq says whether it came before this event.
 		demo := func(x *session) DemoData {
-			return DemoData{SessionID: FormatID(PrefixSession, x.id), AgentID: FormatID(PrefixAgent, x.agent.id), Contact: ref(x.contact),
-				DurationSeconds: int(x.duration), IntentScore: int(x.score), MeetingBooked: x.meeting != nil && x.meeting.seq < rec.Seq,
-				ReplayURL: &x.replayURL}
+			m, replayURL := s.meetingOf(x), s.text.str(x.replayURL)
+			return DemoData{SessionID: FormatID(PrefixSession, x.id), AgentID: FormatID(PrefixAgent, s.agentOf(x).id), Contact: ref(s.contactOf(x)),
+				DurationSeconds: int(x.duration), IntentScore: int(x.score), MeetingBooked: m != nil && m.seq < rec.Seq,
+				ReplayURL: &replayURL}
 		}
 		switch pl := payload.(type) {
 		case *SessionCompleted:
@@ -134,12 +135,13 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 		case *LeadHot:
 			if x := ses(pl.SessionID); x != nil {
 				name, ok = "lead.hot", true
-				data = LeadHotData{SessionID: pl.SessionID, AgentID: FormatID(PrefixAgent, x.agent.id), Contact: ref(x.contact),
+				data = LeadHotData{SessionID: pl.SessionID, AgentID: FormatID(PrefixAgent, s.agentOf(x).id), Contact: ref(s.contactOf(x)),
 					Signals: Signals{Interest: int(x.hotSignals[0]), Objections: int(x.hotSignals[1]), BuyingSignals: int(x.hotSignals[2])}}
 			}
 		case *MeetingBooked:
 			if x := ses(pl.SessionID); x != nil {
-				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: x.contact.name, Email: x.contact.email}}
+				c := s.contactOf(x)
+				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: c.name, Email: c.email}}
 				d.Meeting.ScheduledAt, d.Meeting.CalendarLink = pl.ScheduledAt, pl.CalendarLink
 				name, data, ok = "meeting.booked", d, true
 			}

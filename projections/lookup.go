@@ -29,14 +29,14 @@ type Page[T any] struct {
 
 // entity is what the state keeps of one account, in lists ordered by seq.
 type entity interface {
-	owner() *tenant
+	owner(s *State) *tenant
 	listSeq() uint64
 }
 
-func (a *agent) owner() *tenant     { return a.tenant }
-func (c *contact) owner() *tenant   { return c.tenant }
-func (ses *session) owner() *tenant { return ses.agent.tenant }
-func (w *webhook) owner() *tenant   { return w.tenant }
+func (a *agent) owner(*State) *tenant       { return a.tenant }
+func (c *contact) owner(*State) *tenant     { return c.tenant }
+func (ses *session) owner(s *State) *tenant { return s.tenantOfSession(ses) }
+func (w *webhook) owner(*State) *tenant     { return w.tenant }
 
 func (a *agent) listSeq() uint64     { return a.seq }
 func (c *contact) listSeq() uint64   { return c.seq }
@@ -49,7 +49,7 @@ type kind[K comparable, T entity] struct {
 	name string                    // for messages: "agent"
 	key  func(id string) (K, bool) // the index key of an API id
 	get  func(s *State, key K) (T, bool)
-	list func(t *tenant) ordered[T] // the tenant's list, in seq order
+	list func(s *State, t *tenant) ordered[T] // the tenant's list, in seq order
 }
 
 func ulidKey(prefix string) func(string) (ID, bool) {
@@ -58,14 +58,14 @@ func ulidKey(prefix string) func(string) (ID, bool) {
 
 var (
 	agentKind = kind[ID, *agent]{"agent", ulidKey(PrefixAgent),
-		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(t *tenant) ordered[*agent] { return &t.agents }}
+		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(_ *State, t *tenant) ordered[*agent] { return &t.agents }}
 	contactKind = kind[ID, *contact]{"contact", ulidKey(PrefixContact),
-		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(t *tenant) ordered[*contact] { return &t.contacts }}
+		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(_ *State, t *tenant) ordered[*contact] { return &t.contacts }}
 	sessionKind = kind[ID, *session]{"session", ulidKey(PrefixSession),
-		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(t *tenant) ordered[*session] { return &t.sessions }}
+		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(s *State, t *tenant) ordered[*session] { return s.sessionsIn(&t.sessions) }}
 	// Webhook ids are kept as the strings they were minted as.
 	webhookKind = kind[string, *webhook]{"webhook", func(id string) (string, bool) { return id, true },
-		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(t *tenant) ordered[*webhook] { return &t.webhooks }}
+		func(s *State, id string) (*webhook, bool) { w, ok := s.webhooks[id]; return w, ok }, func(_ *State, t *tenant) ordered[*webhook] { return &t.webhooks }}
 )
 
 // in returns the entity of account whose API id is id; false for an id
@@ -77,7 +77,7 @@ func (k kind[K, T]) in(s *State, account, id string) (T, bool) {
 		return none, false
 	}
 	e, ok := k.get(s, key)
-	if !ok || e.owner().account.ID != account {
+	if !ok || e.owner(s).account.ID != account {
 		return none, false
 	}
 	return e, true
@@ -95,7 +95,7 @@ func (k kind[K, T]) of(s *State, rec *eventlog.Record, id string) (T, error) {
 	if !ok {
 		return none, errorf("unknown %s %s", k.name, id)
 	}
-	if e.owner().account.ID != rec.Account {
+	if e.owner(s).account.ID != rec.Account {
 		return none, fmt.Errorf("%s %s %w", k.name, id, errWrongAccount)
 	}
 	return e, nil
@@ -137,11 +137,16 @@ func notFound(kind, id string) error {
 // one renders, with the state read-locked, the entity of account whose API
 // id is id, or answers not_found.
 func one[K comparable, T entity, V any](p *Projections, k kind[K, T], account, id string, render func(T) V) (V, error) {
+	return oneIn(p, k, account, id, func(_ *State, e T) V { return render(e) })
+}
+
+// oneIn is one for a render that reads the state beside the entity.
+func oneIn[K comparable, T entity, V any](p *Projections, k kind[K, T], account, id string, render func(*State, T) V) (V, error) {
 	var v V
 	var found bool
 	p.View(func(s *State) {
 		if e, ok := k.in(s, account, id); ok {
-			v, found = render(e), true
+			v, found = render(s, e), true
 		}
 	})
 	if !found {
@@ -156,7 +161,7 @@ func page[K comparable, T entity, V any](p *Projections, k kind[K, T], account s
 	keep func(T) bool, render func(T) V) (Page[V], error) {
 	pg := Page[V]{Data: []V{}}
 	err := listing(p, k, account, q, func(s *State, t *tenant, after uint64) {
-		descend(k.list(t), after, taking(q.Limit, keep, func(e T) { pg.Data = append(pg.Data, render(e)) }, &pg.More))
+		descend(k.list(s, t), after, taking(q.Limit, keep, func(e T) { pg.Data = append(pg.Data, render(e)) }, &pg.More))
 	})
 	return pg, err
 }
@@ -183,7 +188,7 @@ func listing[K comparable, T entity](p *Projections, k kind[K, T], account strin
 // descend walks list (in seq order) from the newest entity, or from just
 // before the one at seq after when after is not 0, until visit returns
 // false.
-func descend[T entity](list ordered[T], after uint64, visit func(T) bool) {
+func descend[T entity, L ordered[T]](list L, after uint64, visit func(T) bool) {
 	start := list.len() - 1
 	if after != 0 {
 		start = indexBySeq(list, after) - 1
@@ -216,6 +221,6 @@ func taking[T any](limit int, keep func(T) bool, take func(T), more *bool) func(
 
 // indexBySeq finds the position of seq in items, which are in increasing
 // seq order: a binary search, so starting_after costs O(log n).
-func indexBySeq[T entity](items ordered[T], seq uint64) int {
+func indexBySeq[T entity, L ordered[T]](items L, seq uint64) int {
 	return sort.Search(items.len(), func(i int) bool { return items.at(i).listSeq() >= seq })
 }

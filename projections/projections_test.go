@@ -163,9 +163,14 @@ func dump(s *State) string {
 			enc.Encode(c.view())
 			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", c.sessions.len(), t.emails.get(&s.contacts, emailKey(c.email)) == c)
 		}
-		for ses := range t.sessions.all() {
-			fmt.Fprintf(&b, "%s\n", ses.appendJSON(nil))
-			fmt.Fprintf(&b, " hot %v %v meeting %+v events %v\n", ses.hot, ses.hotSignals, ses.meeting, ses.events)
+		for n := range t.sessions.all() {
+			ses := s.sessions.num(n)
+			fmt.Fprintf(&b, "%s\n", s.appendSession(nil, ses))
+			m := s.meetingOf(ses)
+			if m == nil {
+				m = &meeting{}
+			}
+			fmt.Fprintf(&b, " hot %v %v meeting %+v events %v\n", ses.hot, ses.hotSignals, *m, s.eventsOf(ses))
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())

@@ -71,17 +71,17 @@ func appendAPITime(b []byte, sec int64) []byte {
 	return append(appendTime(b, sec), '"')
 }
 
-// appendJSON writes the session as the API shows it, straight from the
+// appendSession writes the session as the API shows it, straight from the
 // state. It is the only renderer of a session, for reads and command
 // answers alike: a page of sessions allocates nothing per item, where
 // encoding/json of a view struct cost the list benchmark its target.
-func (s *session) appendJSON(b []byte) []byte {
+func (st *State) appendSession(b []byte, s *session) []byte {
 	b = append(b, `{"id":"`...)
 	b = eventlog.AppendID(b, PrefixSession, s.id)
 	b = append(b, `","agent_id":"`...)
-	b = eventlog.AppendID(b, PrefixAgent, s.agent.id)
+	b = eventlog.AppendID(b, PrefixAgent, st.agentOf(s).id)
 	b = append(b, `","contact_id":"`...)
-	b = eventlog.AppendID(b, PrefixContact, s.contact.id)
+	b = eventlog.AppendID(b, PrefixContact, st.contactOf(s).id)
 	b = append(b, `","status":"`...)
 	b = append(b, s.status.String()...)
 	b = append(b, `","intent_score":`...)
@@ -89,12 +89,12 @@ func (s *session) appendJSON(b []byte) []byte {
 	b = append(b, `,"duration_seconds":`...)
 	b = strconv.AppendInt(b, int64(s.duration), 10)
 	b = append(b, `,"meeting_booked":`...)
-	b = strconv.AppendBool(b, s.meeting != nil)
+	b = strconv.AppendBool(b, s.meeting != 0)
 	b = append(b, `,"replay_url":`...)
-	if s.replayURL == "" {
+	if s.replayURL == 0 {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, s.replayURL)
+		b = appendString(b, st.text.str(s.replayURL))
 	}
 	b = append(b, `,"signals":{"interest":`...)
 	b = strconv.AppendInt(b, int64(s.signals[0]), 10)
@@ -112,13 +112,13 @@ func (s *session) appendJSON(b []byte) []byte {
 	}
 	// The booked meeting, beside the seed's fields: null until booked.
 	b = append(b, `,"meeting":`...)
-	if s.meeting == nil {
+	if m := st.meetingOf(s); m == nil {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, `{"scheduled_at":`...)
-		b = appendString(b, s.meeting.scheduledAt)
+		b = appendString(b, m.scheduledAt)
 		b = append(b, `,"calendar_link":`...)
-		b = appendString(b, s.meeting.calendarLink)
+		b = appendString(b, m.calendarLink)
 		b = append(b, '}')
 	}
 	return append(b, '}')
@@ -126,15 +126,15 @@ func (s *session) appendJSON(b []byte) []byte {
 
 // answer is a session command's result: the session's JSON, which
 // encoding/json writes through as it is, in a buffer from answers.
-func (s *session) answer() json.RawMessage {
+func (st *State) answer(s *session) json.RawMessage {
 	box, _ := answers.Get().(*[]byte)
 	if box == nil {
-		return s.appendJSON(make([]byte, 0, 512))
+		return st.appendSession(make([]byte, 0, 512), s)
 	}
 	b := (*box)[:0]
 	*box = nil
 	boxes.Put(box)
-	return s.appendJSON(b)
+	return st.appendSession(b, s)
 }
 
 // answers keeps the buffers of session commands' answers between

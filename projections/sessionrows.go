@@ -28,21 +28,22 @@ type SessionRow struct {
 	HasMeeting                             bool
 }
 
-func (ses *session) row() SessionRow {
+func (s *State) row(ses *session) SessionRow {
+	a, c := s.agentOf(ses), s.contactOf(ses)
 	r := SessionRow{
 		ID: FormatID(PrefixSession, ses.id), Status: ses.status.String(),
-		AgentID: FormatID(PrefixAgent, ses.agent.id), AgentName: ses.agent.name,
-		ContactID: FormatID(PrefixContact, ses.contact.id), ContactName: ses.contact.name,
-		ContactEmail: ses.contact.email, ContactCompany: ses.contact.company,
+		AgentID: FormatID(PrefixAgent, a.id), AgentName: a.name,
+		ContactID: FormatID(PrefixContact, c.id), ContactName: c.name,
+		ContactEmail: c.email, ContactCompany: c.company,
 		IntentScore: int(ses.score), DurationSeconds: int(ses.duration),
 		Signals: Signals{Interest: int(ses.signals[0]), Objections: int(ses.signals[1]), BuyingSignals: int(ses.signals[2])},
-		Hot:     ses.hot, StartedAt: time.Unix(ses.startedAt, 0).UTC(), ReplayURL: ses.replayURL,
+		Hot:     ses.hot, StartedAt: time.Unix(ses.startedAt, 0).UTC(), ReplayURL: s.text.str(ses.replayURL),
 	}
 	if ses.endedAt != 0 {
 		t := time.Unix(ses.endedAt, 0).UTC()
 		r.EndedAt = &t
 	}
-	if m := ses.meeting; m != nil {
+	if m := s.meetingOf(ses); m != nil {
 		r.HasMeeting, r.MeetingScheduledAt, r.MeetingCalendarURL = true, m.scheduledAt, m.calendarLink
 	}
 	return r
@@ -50,7 +51,7 @@ func (ses *session) row() SessionRow {
 
 // SessionRowOf returns one session of account as the dashboard shows it.
 func (p *Projections) SessionRowOf(account, sessionID string) (SessionRow, error) {
-	return one(p, sessionKind, account, sessionID, (*session).row)
+	return oneIn(p, sessionKind, account, sessionID, (*State).row)
 }
 
 // SessionQuery selects a page of the dashboard's session list.
@@ -107,11 +108,12 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 			below = after
 		}
 		if !q.To.IsZero() {
-			i := sort.Search(t.sessions.len(), func(i int) bool { return t.sessions.at(i).startedAt > q.To.Unix() })
+			all := s.sessionsIn(&t.sessions)
+			i := sort.Search(all.len(), func(i int) bool { return all.at(i).startedAt > q.To.Unix() })
 			if i == 0 {
 				return
 			}
-			below = min(below, t.sessions.at(i-1).seq+1)
+			below = min(below, all.at(i-1).seq+1)
 		}
 		from := int64(-1 << 62)
 		if !q.From.IsZero() {
@@ -126,9 +128,9 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 				out.Next = out.Rows[len(out.Rows)-1].ID
 				return false
 			}
-			if (agentF == nil || ses.agent == agentF) && (contactF == nil || ses.contact == contactF) &&
+			if (agentF == nil || ses.agent == agentF.num) && (contactF == nil || ses.contact == contactF.num) &&
 				(q.Status == "" || ses.status == status) && (!q.HotOnly || ses.hot) {
-				out.Rows = append(out.Rows, ses.row())
+				out.Rows = append(out.Rows, s.row(ses))
 				return true
 			}
 			examined++
@@ -140,15 +142,15 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 		}
 		switch {
 		case contactF != nil:
-			descendBelow(&contactF.sessions, below, visit)
+			descendBelow(s.sessionsIn(&contactF.sessions), below, visit)
 		case agentF != nil:
-			descendBelow(&agentF.sessions, below, visit)
+			descendBelow(s.sessionsIn(&agentF.sessions), below, visit)
 		case q.HotOnly:
 			t.hot.DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		case q.Status != "":
 			t.byStatus[status].DescendLessOrEqual(sesRef{seq: below - 1}, s.sessionsOf(visit))
 		default:
-			descendBelow(&t.sessions, below, visit)
+			descendBelow(s.sessionsIn(&t.sessions), below, visit)
 		}
 		out.Searched = examined
 	})
@@ -157,7 +159,7 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 
 // descendBelow walks list (in seq order) from its last entity with a seq
 // below below, newest first, until visit returns false.
-func descendBelow[T entity](list ordered[T], below uint64, visit func(T) bool) {
+func descendBelow[T entity, L ordered[T]](list L, below uint64, visit func(T) bool) {
 	for i := indexBySeq(list, below) - 1; i >= 0; i-- {
 		if !visit(list.at(i)) {
 			return

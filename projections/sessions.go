@@ -115,7 +115,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 			events = append(events, &SessionStarted{SessionID: sid, AgentID: in.AgentID, ContactID: contactID})
 			return events, nil, nil
 		},
-		Result: func(s *State) any { return s.sessions.at(id).answer() },
+		Result: func(s *State) any { return s.answer(s.sessions.at(id)) },
 	})
 }
 
@@ -137,7 +137,7 @@ func (p *Projections) sessionCommand(ctx context.Context, pr Principal, sessionI
 			events, err := decide(s, ses)
 			return events, nil, err
 		},
-		Result: func(s *State) any { return s.sessions.at(id).answer() },
+		Result: func(s *State) any { return s.answer(s.sessions.at(id)) },
 	})
 }
 
@@ -230,7 +230,7 @@ func (p *Projections) BookMeeting(ctx context.Context, pr Principal, sessionID s
 		return nil, err
 	}
 	return p.sessionCommand(ctx, pr, sessionID, idem, func(s *State, ses *session) ([]any, error) {
-		if ses.meeting != nil {
+		if ses.meeting != 0 {
 			return nil, Errorf(EInvalidState, "session %s already has a meeting booked", sessionID)
 		}
 		if ses.status == abandoned {
@@ -253,11 +253,11 @@ type SessionFilter struct {
 func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
 	body = append(dst, `{"data":[`...)
 	var last *session
-	err = p.eachSession(account, f, q, func(ses *session) {
+	err = p.eachSession(account, f, q, func(s *State, ses *session) {
 		if last != nil {
 			body = append(body, ',')
 		}
-		body = ses.appendJSON(body)
+		body = s.appendSession(body, ses)
 		last = ses
 	}, &more)
 	if last != nil {
@@ -269,12 +269,12 @@ func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, 
 // SessionJSON appends one session of account to dst as JSON, written
 // straight from the state.
 func (p *Projections) SessionJSON(dst []byte, account, sessionID string) ([]byte, error) {
-	return one(p, sessionKind, account, sessionID, func(ses *session) []byte { return ses.appendJSON(dst) })
+	return oneIn(p, sessionKind, account, sessionID, func(s *State, ses *session) []byte { return s.appendSession(dst, ses) })
 }
 
 // eachSession calls emit, with the state read-locked, for each session of
 // the page the filter and query select; more says whether any remain.
-func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, emit func(*session), more *bool) error {
+func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, emit func(*State, *session), more *bool) error {
 	var status sessionStatus
 	if f.Status != "" {
 		var ok bool
@@ -297,14 +297,14 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 			}
 		}
 		visit := taking(q.Limit, func(ses *session) bool {
-			return (agentF == nil || ses.agent == agentF) && (contactF == nil || ses.contact == contactF) &&
+			return (agentF == nil || ses.agent == agentF.num) && (contactF == nil || ses.contact == contactF.num) &&
 				(f.Status == "" || ses.status == status)
-		}, emit, more)
+		}, func(ses *session) { emit(s, ses) }, more)
 		switch {
 		case contactF != nil:
-			descend(&contactF.sessions, after, visit)
+			descend(s.sessionsIn(&contactF.sessions), after, visit)
 		case agentF != nil:
-			descend(&agentF.sessions, after, visit)
+			descend(s.sessionsIn(&agentF.sessions), after, visit)
 		case f.Status != "":
 			tree := t.byStatus[status]
 			if after == 0 {
@@ -313,7 +313,7 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 				tree.DescendLessOrEqual(sesRef{seq: after - 1}, s.sessionsOf(visit))
 			}
 		default:
-			descend(&t.sessions, after, visit)
+			descend(s.sessionsIn(&t.sessions), after, visit)
 		}
 	})
 }

@@ -108,31 +108,32 @@ func (w *snapWriter) contact(c *contact) {
 	w.int(c.createdAt)
 }
 
-func (w *snapWriter) session(ses *session) {
+func (w *snapWriter) session(s *State, ses *session) {
 	w.bytes(ses.id[:])
-	w.bytes(ses.agent.id[:])
-	w.bytes(ses.contact.id[:])
+	w.bytes(s.agentOf(ses).id[:])
+	w.bytes(s.contactOf(ses).id[:])
 	w.uint(ses.seq)
 	w.int(ses.startedAt)
 	w.int(ses.endedAt)
-	w.str(ses.replayURL)
+	w.str(s.text.str(ses.replayURL))
 	w.int(int64(ses.duration))
 	w.uint(uint64(ses.status))
 	w.uint(uint64(ses.score))
 	w.bytes(ses.signals[:])
 	w.bool(ses.hot)
 	w.bytes(ses.hotSignals[:])
-	if ses.meeting != nil {
+	if m := s.meetingOf(ses); m != nil {
 		w.bool(true)
-		w.str(ses.meeting.scheduledAt)
-		w.str(ses.meeting.calendarLink)
-		w.uint(ses.meeting.seq)
+		w.str(m.scheduledAt)
+		w.str(m.calendarLink)
+		w.uint(m.seq)
 	} else {
 		w.bool(false)
 	}
-	w.len(len(ses.events))
+	events := s.eventsOf(ses)
+	w.len(len(events))
 	prev := ses.seq
-	for _, seq := range ses.events {
+	for _, seq := range events {
 		w.uint(seq - prev)
 		prev = seq
 	}
@@ -245,6 +246,8 @@ func (r *snapReader) str() string { return string(r.raw()) }
 // text reads a string into t's blocks.
 func (r *snapReader) text(t *text) string { return t.keepBytes(r.raw()) }
 
+func (r *snapReader) textRef(t *text) textRef { return t.keepRefBytes(r.raw()) }
+
 func (r *snapReader) bool() bool {
 	if len(r.b) == 0 {
 		r.fail(errShortSnapshot)
@@ -303,25 +306,28 @@ func decodeSnapshot(b []byte) (*State, error) {
 			a := &agent{id: r.id(), tenant: t, seq: r.uint(), name: r.str(), sandboxURL: r.str(), persona: r.str(),
 				active: r.bool(), createdAt: r.int(), updatedAt: r.int()}
 			t.agents[i] = a
-			s.agents[a.id] = a
+			s.addAgent(a)
 		}
 		for range r.len() {
 			id := r.id()
 			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: r.uint(), name: r.text(&s.text),
 				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
+			c.num = n
 			t.contacts.add(c)
 			t.emails.add(&s.contacts, emailKey(c.email), n)
 		}
 		for range r.len() {
 			id := r.id()
-			ses, n := s.sessions.addNumbered(id, session{id: id, agent: s.agents[r.id()], contact: s.contacts.at(r.id()), seq: r.uint(),
-				startedAt: r.int(), endedAt: r.int(), replayURL: r.text(&s.text), duration: int32(r.int()),
+			a, c := s.agents[r.id()], s.contacts.at(r.id())
+			ses, n := s.sessions.addNumbered(id, session{id: id, seq: r.uint(),
+				startedAt: r.int(), endedAt: r.int(), replayURL: r.textRef(&s.text), duration: int32(r.int()),
 				status: sessionStatus(r.uint()), score: uint8(r.uint())})
+			ses.num = n
 			r.fixed(ses.signals[:])
 			ses.hot = r.bool()
 			r.fixed(ses.hotSignals[:])
 			if r.bool() {
-				ses.meeting = &meeting{scheduledAt: r.text(&s.text), calendarLink: r.text(&s.text), seq: r.uint()}
+				s.addMeeting(ses, meeting{scheduledAt: r.text(&s.text), calendarLink: r.text(&s.text), seq: r.uint()})
 			}
 			if n := r.len(); n > 0 {
 				prev := ses.seq
@@ -333,12 +339,13 @@ func decodeSnapshot(b []byte) (*State, error) {
 			if r.err != nil {
 				break
 			}
-			if ses.agent == nil || ses.contact == nil || ses.status >= statusCount {
+			if a == nil || c == nil || ses.status >= statusCount {
 				return nil, fmt.Errorf("snapshot: session %s refers to what it does not hold", FormatID(PrefixSession, ses.id))
 			}
-			t.sessions.add(ses)
-			ses.agent.sessions.add(ses)
-			s.addContactSession(ses.contact, ses)
+			ses.agent, ses.contact = a.num, c.num
+			t.sessions.add(n)
+			a.sessions.add(n)
+			s.addContactSession(c, ses)
 			t.byStatus[ses.status].ReplaceOrInsert(sesRef{ses.seq, n})
 			if ses.hot {
 				t.hot.ReplaceOrInsert(sesRef{ses.seq, n})
@@ -365,7 +372,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 		r.days(&t.stats)
 		r.seqs(&t.events)
 		if r.err == nil {
-			t.deriveStats()
+			s.deriveStats(t)
 		}
 	}
 	// Dashboard users: one block at the end (usersnapshot.go).

@@ -52,6 +52,9 @@ const snapshotStep = 64
 
 // snapCut is the state at seq, as a snapshot in progress sees it.
 type snapCut struct {
+	// state is the state cut, read under its read lock: the sessions'
+	// agents, contacts, meetings, timelines and text.
+	state                      *State
 	seq                        uint64
 	accounts                   []Account
 	keys                       []APIKey
@@ -76,7 +79,7 @@ type snapCut struct {
 type cutTenant struct {
 	agents   slice[*agent]
 	contacts *list[*contact] // append-only: its first nContacts are the cut's
-	sessions *list[*session] // and its first nSessions
+	sessions *list[uint32]   // and its first nSessions
 	webhooks []webhook
 	days     map[int32]dayStats // copied: they change with every session
 	events   *seqList           // append-only: its first nEvents are the cut's
@@ -89,7 +92,7 @@ type cutTenant struct {
 // read-locked; the cut only sees changes made after it if it is installed
 // as s.cut.
 func (s *State) cutAt() *snapCut {
-	c := &snapCut{seq: s.seq, keptAgents: map[*agent]*agent{}, keptSessions: map[*session]*session{}}
+	c := &snapCut{state: s, seq: s.seq, keptAgents: map[*agent]*agent{}, keptSessions: map[*session]*session{}}
 	c.accounts = make([]Account, len(s.accountOrder))
 	c.tenants = make([]cutTenant, len(s.accountOrder))
 	for i, a := range s.accountOrder {
@@ -181,7 +184,7 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
 	if !encodeEach(w, &t.agents, len(t.agents), c.keptAgents, w.agent, tick) ||
 		!encodeEach(w, t.contacts, t.nContacts, nil, w.contact, tick) ||
-		!encodeEach(w, t.sessions, t.nSessions, c.keptSessions, w.session, tick) {
+		!encodeEach(w, c.state.sessionsIn(t.sessions), t.nSessions, c.keptSessions, func(ses *session) { w.session(c.state, ses) }, tick) {
 		return false
 	}
 	w.len(len(t.webhooks))
@@ -195,7 +198,7 @@ func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bo
 // encodeEach writes n, then each of the first n values of list with
 // write, or the pre-image kept for it at the cut, calling tick after
 // each; false as soon as tick says to stop.
-func encodeEach[T any](w *snapWriter, list ordered[*T], n int, kept map[*T]*T, write func(*T), tick func() bool) bool {
+func encodeEach[T any, L ordered[*T]](w *snapWriter, list L, n int, kept map[*T]*T, write func(*T), tick func() bool) bool {
 	w.len(n)
 	for i := range n {
 		v := list.at(i)

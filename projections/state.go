@@ -21,15 +21,19 @@ type State struct {
 
 	tenants  map[string]*tenant
 	agents   map[ID]*agent
+	agentNum []*agent // by number, in creation order
 	contacts table[contact]
 	sessions table[session]
-	webhooks map[string]*webhook
+	// What sessions refer to by number (model.go).
+	meetings  list[meeting]
+	timelines list[[]uint64]
+	webhooks  map[string]*webhook
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 
 	// Where sessions and contacts, their lists and their text are
 	// allocated (blocks.go).
-	sessionsBlock block[*session]
+	sessionsBlock block[uint32]
 	eventsBlock   block[uint64]
 	text          text
 

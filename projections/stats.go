@@ -122,13 +122,13 @@ func (r *snapReader) days(st *tenantStats) {
 
 // deriveStats sets what a snapshot does not hold but its agents and
 // sessions say: the active agents and each agent's meetings.
-func (t *tenant) deriveStats() {
+func (s *State) deriveStats(t *tenant) {
 	for _, a := range t.agents {
 		t.stats.agentActive(false, a.active)
 	}
-	for ses := range t.sessions.all() {
-		if ses.meeting != nil {
-			ses.agent.meetings++
+	for n := range t.sessions.all() {
+		if ses := s.sessions.num(n); ses.meeting != 0 {
+			s.agentOf(ses).meetings++
 		}
 	}
 }

@@ -22,13 +22,13 @@ const maxTimeline = 200
 // is created by its first session), session.started, and every later event
 // of the session (at most maxTimeline in all: the start and the latest).
 func (p *Projections) SessionTimeline(account, sessionID string) ([]uint64, error) {
-	return one(p, sessionKind, account, sessionID, func(ses *session) []uint64 {
-		out := make([]uint64, 0, 2+min(len(ses.events), maxTimeline))
-		if c := ses.contact; c.sessions.len() > 0 && c.sessions.at(0) == ses && c.seq < ses.seq {
+	return oneIn(p, sessionKind, account, sessionID, func(s *State, ses *session) []uint64 {
+		ev := s.eventsOf(ses)
+		out := make([]uint64, 0, 2+min(len(ev), maxTimeline))
+		if c := s.contactOf(ses); c.sessions.len() > 0 && c.sessions.at(0) == ses.num && c.seq < ses.seq {
 			out = append(out, c.seq)
 		}
 		out = append(out, ses.seq)
-		ev := ses.events
 		if len(ev) > maxTimeline {
 			ev = ev[len(ev)-maxTimeline:]
 		}
