@@ -44,6 +44,50 @@ more_sessions() {
   done
 }
 
+# settle PID: waits until the server is idle, using at most 5% of a core
+# over a second, for at most 3 minutes, and says how long that took. The
+# reads are measured once the writes before them are digested (the
+# snapshot and the compactions they set off, the chain's verification),
+# which could otherwise land in the first read rounds, demosvc's or the
+# bare server's alike, as the two share the machine. A second under 5%
+# does not rule out work that waits on the disk.
+settle() {
+  local pid=$1 t0 t1 waited=0 idle=
+  while (( waited < 180 )); do
+    t0=$(cputicks "$pid"); sleep 1; t1=$(cputicks "$pid"); waited=$((waited + 1))
+    if (( (t1 - t0) * 20 <= hz )); then idle=1; break; fi
+  done
+  if [ -n "$idle" ]; then echo "settled: demosvc idle after ${waited} s"
+  else echo "demosvc still busy after ${waited} s; measuring the reads anyway" >&2; fi
+}
+
+# fill N: POSTs about N more sessions (up to 64 over) to the server
+# start_demosvc started last, with wrk at 64 connections, so that reads
+# are measured against a state and heap the size a write load leaves.
+# wrk's script stops sending at N answers; wrk itself runs until killed.
+fill() {
+  local n=$1 lua wrk_pid created
+  lua=$(dirname "$DEMOSVC_DATA_DIR")/fill.lua
+  { cat "$(dirname "$DEMOSVC_DATA_DIR")/post.lua"
+    cat <<LUA
+local done = 0
+function response(status)
+  done = done + 1
+  if done >= $n then wrk.thread:stop() end
+end
+LUA
+  } >"$lua"
+  wrk -t1 -c64 -d30m -s "$lua" "$api/v1/sessions" >/dev/null &
+  wrk_pid=$!
+  while :; do
+    sleep 1
+    created=$(curl -fs "$api/metrics" | awk '/^demosvc_http_requests_total/ && /route="\/v1\/sessions"/ && /method="POST"/ && /code="201"/ {print $2}')
+    (( ${created:-0} >= n )) && break
+    kill -0 "$wrk_pid" 2>/dev/null || { echo "fill: wrk stopped at ${created:-0} sessions" >&2; return 1; }
+  done
+  kill "$wrk_pid" 2>/dev/null; wait "$wrk_pid" 2>/dev/null || true
+}
+
 # bare NAME ARGS...: starts $work/bareserve with ARGS, adds it to pids, and
 # sets bare_NAME to its URL and pid_NAME to its pid.
 bare() {
