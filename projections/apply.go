@@ -107,7 +107,7 @@ func (s *State) applyAccountCreated(rec *eventlog.Record, p *AccountCreated) err
 	a := &Account{ID: p.AccountID, Name: p.Name, Plan: p.Plan, RateLimitPerMinute: p.RateLimitPerMinute, CreatedAt: Timestamp(rec.Time)}
 	s.accounts[a.ID] = a
 	s.accountOrder = append(s.accountOrder, a)
-	s.tenants[a.ID] = newTenant(a)
+	s.addTenant(a)
 	s.authGen++
 	return nil
 }
@@ -199,14 +199,14 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 		return err
 	}
 	key := emailKey(p.Contact.Email)
-	if t.emails.get(&s.contacts, key) != nil {
+	if t.emails.get(s, key) != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}
-	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
-		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
+	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: rec.Seq, name: s.text.keepRef(p.Contact.Name),
+		email: s.text.keepRef(p.Contact.Email), company: s.text.keepRef(p.Contact.Company), createdAt: unix(rec.Time)})
 	c.num = n
-	t.contacts.add(c)
-	t.emails.add(&s.contacts, key, n)
+	t.contacts.add(n)
+	t.emails.add(s, key, n)
 	return nil
 }
 

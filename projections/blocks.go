@@ -143,13 +143,65 @@ func (t *text) str(ref textRef) string {
 	return all[start : start+n]
 }
 
-// addContactSession appends ses to c's sessions: most contacts have one.
+// addContactSession appends ses to c's sessions: most contacts have one,
+// which the contact holds itself.
 func (s *State) addContactSession(c *contact, ses *session) {
-	if c.sessions.head == nil {
-		c.sessions.head = s.sessionsBlock.slice(1)
+	if c.first == 0 {
+		c.first = ses.num + 1
+		return
 	}
-	c.sessions.add(ses.num)
+	if c.more == 0 {
+		s.contactMore.add(list[uint32]{})
+		c.more = uint32(s.contactMore.len())
+	}
+	s.contactMore.ptr(int(c.more - 1)).add(ses.num)
 }
+
+// contactSessions is a contact's sessions as an ordered list.
+type contactSessions struct {
+	first uint32        // 1 + its first session's number; 0: none
+	more  *list[uint32] // the later ones; nil: none
+	table *table[session]
+}
+
+// sessionsOfContact returns c's sessions, in the order they started.
+func (s *State) sessionsOfContact(c *contact) contactSessions {
+	l := contactSessions{first: c.first, table: &s.sessions}
+	if c.more != 0 {
+		l.more = s.contactMore.ptr(int(c.more - 1))
+	}
+	return l
+}
+
+func (l contactSessions) len() int {
+	switch {
+	case l.first == 0:
+		return 0
+	case l.more == nil:
+		return 1
+	}
+	return 1 + l.more.len()
+}
+
+func (l contactSessions) at(i int) *session {
+	if i == 0 {
+		return l.table.num(l.first - 1)
+	}
+	return l.table.num(l.more.at(i - 1))
+}
+
+// contactsIn is a list of contact numbers read as the contacts.
+type contactsIn struct {
+	nums  *list[uint32]
+	table *table[contact]
+}
+
+// contactsIn returns l, a list of numbers in s's contacts table, as the
+// contacts.
+func (s *State) contactsIn(l *list[uint32]) contactsIn { return contactsIn{l, &s.contacts} }
+
+func (l contactsIn) len() int          { return l.nums.len() }
+func (l contactsIn) at(i int) *contact { return l.table.num(l.nums.at(i)) }
 
 // addEvent appends seq to the session's timeline, which most often ends
 // up with two: its progress and its end.
@@ -206,29 +258,29 @@ func (x *emailIndex) hashOf(key string) uint64 {
 	return emailHash(key)
 }
 
-// get returns the contact whose e-mail's key is key, or nil.
-func (x *emailIndex) get(contacts *table[contact], key string) *contact {
+// get returns the contact of s whose e-mail's key is key, or nil.
+func (x *emailIndex) get(s *State, key string) *contact {
 	n, ok := x.byHash[x.hashOf(key)]
 	if !ok {
 		return nil
 	}
-	if c := contacts.num(n); isKeyOf(key, c.email) {
+	if c := s.contacts.num(n); isKeyOf(key, s.text.str(c.email)) {
 		return c
 	}
 	if n, ok := x.clash[key]; ok {
-		return contacts.num(n)
+		return s.contacts.num(n)
 	}
 	return nil
 }
 
-// add indexes contact number n, whose e-mail's key is key and not yet in
-// x.
-func (x *emailIndex) add(contacts *table[contact], key string, n uint32) {
+// add indexes contact number n of s, whose e-mail's key is key and not
+// yet in x.
+func (x *emailIndex) add(s *State, key string, n uint32) {
 	h := x.hashOf(key)
 	if x.byHash == nil {
 		x.byHash = map[uint64]uint32{}
 	}
-	if m, ok := x.byHash[h]; ok && !isKeyOf(key, contacts.num(m).email) {
+	if m, ok := x.byHash[h]; ok && !isKeyOf(key, s.text.str(s.contacts.num(m).email)) {
 		if x.clash == nil {
 			x.clash = map[string]uint32{}
 		}

@@ -141,9 +141,9 @@ func TestTextRefsKeepEveryString(t *testing.T) {
 	}
 }
 
-// A session holds no pointer, so the blocks of the sessions table are
-// never scanned by the garbage collector (model.go).
-func TestSessionHoldsNoPointer(t *testing.T) {
+// A session and a contact hold no pointer, so the blocks of their tables
+// are never scanned by the garbage collector (model.go).
+func TestSessionsAndContactsHoldNoPointer(t *testing.T) {
 	var walk func(reflect.Type, string)
 	walk = func(ty reflect.Type, path string) {
 		switch ty.Kind() {
@@ -158,6 +158,7 @@ func TestSessionHoldsNoPointer(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[session](), "session")
+	walk(reflect.TypeFor[contact](), "contact")
 }
 
 // The e-mail index finds each contact by its address's key, whatever the
@@ -166,28 +167,28 @@ func TestSessionHoldsNoPointer(t *testing.T) {
 // go by name.
 func TestEmailIndexFindsEveryContact(t *testing.T) {
 	for _, clashing := range []bool{false, true} {
-		var contacts table[contact]
+		s := NewState()
 		var x emailIndex
 		if clashing {
 			x.hash = func(string) uint64 { return 7 }
 		}
 		emails := []string{"pat@example.com", "Lee@Example.com", "sam@example.com", "ΣIGMA@example.com"}
 		for i, e := range emails {
-			_, n := contacts.addNumbered(ID{byte(i)}, contact{email: e})
-			if x.get(&contacts, emailKey(e)) != nil {
+			_, n := s.contacts.addNumbered(ID{byte(i)}, contact{email: s.text.keepRef(e)})
+			if x.get(s, emailKey(e)) != nil {
 				t.Fatalf("clashing %v: %s found before it was added", clashing, e)
 			}
-			x.add(&contacts, emailKey(e), n)
+			x.add(s, emailKey(e), n)
 		}
 		for _, e := range emails {
 			for _, asked := range []string{e, strings.ToUpper(e), strings.ToLower(e)} {
-				if c := x.get(&contacts, emailKey(asked)); c == nil || c.email != e {
+				if c := x.get(s, emailKey(asked)); c == nil || s.text.str(c.email) != e {
 					t.Errorf("clashing %v: get(%s) = %v, want %s", clashing, asked, c, e)
 				}
 			}
 		}
-		if c := x.get(&contacts, "kim@example.com"); c != nil {
-			t.Errorf("clashing %v: an unknown address found %s", clashing, c.email)
+		if c := x.get(s, "kim@example.com"); c != nil {
+			t.Errorf("clashing %v: an unknown address found %s", clashing, s.text.str(c.email))
 		}
 		if want := map[bool]int{false: 0, true: 3}[clashing]; len(x.clash) != want {
 			t.Errorf("clashing %v: %d kept by name, want %d", clashing, len(x.clash), want)

@@ -108,7 +108,9 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 			sid, _ := ParseID(PrefixSession, id)
 			return s.sessions.at(sid)
 		}
-		ref := func(c *contact) ContactRef { return ContactRef{Name: c.name, Email: c.email, Company: c.company} }
+		ref := func(c *contact) ContactRef {
+			return ContactRef{Name: s.text.str(c.name), Email: s.text.str(c.email), Company: s.text.str(c.company)}
+		}
 		// A session's figures are final once it ended; only a meeting can
 		// come later, and its seq says whether it came before this event.
 		demo := func(x *session) DemoData {
@@ -141,7 +143,7 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 		case *MeetingBooked:
 			if x := ses(pl.SessionID); x != nil {
 				c := s.contactOf(x)
-				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: c.name, Email: c.email}}
+				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: s.text.str(c.name), Email: s.text.str(c.email)}}
 				d.Meeting.ScheduledAt, d.Meeting.CalendarLink = pl.ScheduledAt, pl.CalendarLink
 				name, data, ok = "meeting.booked", d, true
 			}

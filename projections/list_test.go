@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"encoding/json"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -86,5 +88,55 @@ func TestAListNeverMovesWhatItHolds(t *testing.T) {
 	// A slice of 20 chunks' values grown by append copies 16 of them.
 	if chunk := uint64((listChunk + 1) * unsafe.Sizeof((*session)(nil))); most > 2*chunk {
 		t.Errorf("one add allocated %d bytes; at most two chunks' worth (%d) expected", most, 2*chunk)
+	}
+}
+
+// A contact's sessions, the first of which it holds itself and the rest
+// in a list of the state's, list in full, newest first, from any point,
+// and count in full on the dashboard; another contact's are not among
+// them.
+func TestAContactsSessionsListInFull(t *testing.T) {
+	e := openEnv(t, "", Options{})
+	pr := e.account("Acme")
+	ag := e.agent(pr, "Ava")
+	var want []string // pat's, newest first
+	for i := range 7 {
+		if i%3 == 1 {
+			e.session(pr, ag.ID, fmt.Sprintf("other%d@example.com", i))
+		}
+		want = append([]string{e.session(pr, ag.ID, "pat@example.com").ID}, want...)
+	}
+	pat := e.session(pr, ag.ID, "PAT@example.com")
+	want = append([]string{pat.ID}, want...)
+	page := func(after string, limit int) []string {
+		t.Helper()
+		body, _, _, err := e.p.SessionsJSON(nil, pr.Account.ID, SessionFilter{ContactID: pat.ContactID}, ListQuery{Limit: limit, StartingAfter: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Data []sessionFields }
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range got.Data {
+			ids = append(ids, f.ID)
+		}
+		return ids
+	}
+	if got := page("", 100); !slices.Equal(got, want) {
+		t.Fatalf("the contact's sessions: %v, want %v", got, want)
+	}
+	for i := range want {
+		if got := page(want[i], 100); !slices.Equal(got, want[i+1:]) {
+			t.Fatalf("after %s: %v, want %v", want[i], got, want[i+1:])
+		}
+	}
+	rows, err := e.p.ContactRows(pr.Account.ID, ContactQuery{Search: "pat@example.com", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows.Rows) != 1 || rows.Rows[0].Sessions != len(want) {
+		t.Fatalf("the dashboard's row of pat: %+v, want %d sessions", rows.Rows, len(want))
 	}
 }

@@ -34,7 +34,7 @@ type entity interface {
 }
 
 func (a *agent) owner(*State) *tenant       { return a.tenant }
-func (c *contact) owner(*State) *tenant     { return c.tenant }
+func (c *contact) owner(s *State) *tenant   { return s.tenantOfContact(c) }
 func (ses *session) owner(s *State) *tenant { return s.tenantOfSession(ses) }
 func (w *webhook) owner(*State) *tenant     { return w.tenant }
 
@@ -60,7 +60,7 @@ var (
 	agentKind = kind[ID, *agent]{"agent", ulidKey(PrefixAgent),
 		func(s *State, id ID) (*agent, bool) { a, ok := s.agents[id]; return a, ok }, func(_ *State, t *tenant) ordered[*agent] { return &t.agents }}
 	contactKind = kind[ID, *contact]{"contact", ulidKey(PrefixContact),
-		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(_ *State, t *tenant) ordered[*contact] { return &t.contacts }}
+		func(s *State, id ID) (*contact, bool) { return s.contacts.get(id) }, func(s *State, t *tenant) ordered[*contact] { return s.contactsIn(&t.contacts) }}
 	sessionKind = kind[ID, *session]{"session", ulidKey(PrefixSession),
 		func(s *State, id ID) (*session, bool) { return s.sessions.get(id) }, func(s *State, t *tenant) ordered[*session] { return s.sessionsIn(&t.sessions) }}
 	// Webhook ids are kept as the strings they were minted as.
@@ -159,9 +159,15 @@ func oneIn[K comparable, T entity, V any](p *Projections, k kind[K, T], account,
 // the entities keep accepts (nil keeps all), each as render renders it.
 func page[K comparable, T entity, V any](p *Projections, k kind[K, T], account string, q ListQuery,
 	keep func(T) bool, render func(T) V) (Page[V], error) {
+	return pageIn(p, k, account, q, keep, func(_ *State, e T) V { return render(e) })
+}
+
+// pageIn is page for a render that reads the state beside the entity.
+func pageIn[K comparable, T entity, V any](p *Projections, k kind[K, T], account string, q ListQuery,
+	keep func(T) bool, render func(*State, T) V) (Page[V], error) {
 	pg := Page[V]{Data: []V{}}
 	err := listing(p, k, account, q, func(s *State, t *tenant, after uint64) {
-		descend(k.list(s, t), after, taking(q.Limit, keep, func(e T) { pg.Data = append(pg.Data, render(e)) }, &pg.More))
+		descend(k.list(s, t), after, taking(q.Limit, keep, func(e T) { pg.Data = append(pg.Data, render(s, e)) }, &pg.More))
 	})
 	return pg, err
 }

@@ -77,10 +77,10 @@ func parseStatus(s string) (sessionStatus, bool) {
 // tenant is everything of one account, indexed for its lists.
 type tenant struct {
 	account  *Account
-	agents   slice[*agent]  // creation order
-	contacts list[*contact] // creation order
-	emails   emailIndex     // by emailKey
-	sessions list[uint32]   // creation order, by number in the state's table
+	agents   slice[*agent] // creation order
+	contacts list[uint32]  // creation order, by number in the state's table
+	emails   emailIndex    // by emailKey
+	sessions list[uint32]  // creation order, by number in the state's table
 	byStatus [statusCount]*btree.BTreeG[sesRef]
 	webhooks slice[*webhook]       // registration order; deleted ones removed
 	hot      *btree.BTreeG[sesRef] // sessions whose lead turned hot, by seq
@@ -88,6 +88,7 @@ type tenant struct {
 	// events are the seqs of every record of the account: the audit log
 	// and its export read them newest first (seqindex.go).
 	events seqList
+	num    uint32 // in State.tenantNum
 }
 
 // sesRef is a session in a tenant's trees by status and of hot leads: its
@@ -129,6 +130,15 @@ func isKeyOf(key, email string) bool {
 	return key == ""
 }
 
+// addTenant makes and numbers the tenant of a new account.
+func (s *State) addTenant(a *Account) *tenant {
+	t := newTenant(a)
+	t.num = uint32(len(s.tenantNum))
+	s.tenantNum = append(s.tenantNum, t)
+	s.tenants[a.ID] = t
+	return t
+}
+
 func newTenant(a *Account) *tenant {
 	t := &tenant{account: a}
 	bySeq := func(a, b sesRef) bool { return a.seq < b.seq }
@@ -154,16 +164,22 @@ type agent struct {
 	num        uint32       // in State.agentNum
 }
 
+// contact holds no pointer, as a session does not: its tenant is a
+// number, its strings are textRefs, and its sessions are its first one's
+// number and, from its second, a list of the state's (contactSessions).
 type contact struct {
 	id        ID
-	tenant    *tenant
 	seq       uint64
-	name      string
-	email     string
-	company   string
 	createdAt int64
-	sessions  list[uint32] // by number in the state's table
-	num       uint32       // in the state's contacts table
+	name      textRef
+	email     textRef
+	company   textRef
+	tenant    uint32 // State.tenantNum
+	num       uint32 // in the state's contacts table
+	// first is 1 + the number of its first session, 0 before it has one;
+	// more is 1 + the number in State.contactMore of the list of its
+	// later sessions, 0 until its second.
+	first, more uint32
 }
 
 // session is laid out small: a million of them must fit in 400 MB with
@@ -217,6 +233,9 @@ func (s *State) addAgent(a *agent) {
 
 // agentOf returns ses's agent.
 func (s *State) agentOf(ses *session) *agent { return s.agentNum[ses.agent] }
+
+// tenantOfContact returns the tenant c belongs to.
+func (s *State) tenantOfContact(c *contact) *tenant { return s.tenantNum[c.tenant] }
 
 // contactOf returns ses's contact.
 func (s *State) contactOf(ses *session) *contact { return s.contacts.num(ses.contact) }
@@ -312,6 +331,7 @@ type ContactView struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func (c *contact) view() ContactView {
-	return ContactView{ID: FormatID(PrefixContact, c.id), Name: c.name, Email: c.email, Company: c.company, CreatedAt: apiTime(c.createdAt)}
+func (s *State) contactView(c *contact) ContactView {
+	return ContactView{ID: FormatID(PrefixContact, c.id), Name: s.text.str(c.name), Email: s.text.str(c.email),
+		Company: s.text.str(c.company), CreatedAt: apiTime(c.createdAt)}
 }

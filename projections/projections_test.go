@@ -159,9 +159,15 @@ func dump(s *State) string {
 			enc.Encode(ag.view(true))
 			fmt.Fprintf(&b, " agent seq %d sessions %d\n", ag.seq, ag.sessions.len())
 		}
-		for c := range t.contacts.all() {
-			enc.Encode(c.view())
-			fmt.Fprintf(&b, " contact sessions %d, by email %v\n", c.sessions.len(), t.emails.get(&s.contacts, emailKey(c.email)) == c)
+		for n := range t.contacts.all() {
+			c := s.contacts.num(n)
+			enc.Encode(s.contactView(c))
+			var sessions []string
+			all := s.sessionsOfContact(c)
+			for i := range all.len() {
+				sessions = append(sessions, FormatID(PrefixSession, all.at(i).id))
+			}
+			fmt.Fprintf(&b, " contact sessions %v, by email %v\n", sessions, t.emails.get(s, emailKey(s.text.str(c.email))) == c)
 		}
 		for n := range t.sessions.all() {
 			ses := s.sessions.num(n)

@@ -33,8 +33,8 @@ func (s *State) row(ses *session) SessionRow {
 	r := SessionRow{
 		ID: FormatID(PrefixSession, ses.id), Status: ses.status.String(),
 		AgentID: FormatID(PrefixAgent, a.id), AgentName: a.name,
-		ContactID: FormatID(PrefixContact, c.id), ContactName: c.name,
-		ContactEmail: c.email, ContactCompany: c.company,
+		ContactID: FormatID(PrefixContact, c.id), ContactName: s.text.str(c.name),
+		ContactEmail: s.text.str(c.email), ContactCompany: s.text.str(c.company),
 		IntentScore: int(ses.score), DurationSeconds: int(ses.duration),
 		Signals: Signals{Interest: int(ses.signals[0]), Objections: int(ses.signals[1]), BuyingSignals: int(ses.signals[2])},
 		Hot:     ses.hot, StartedAt: time.Unix(ses.startedAt, 0).UTC(), ReplayURL: s.text.str(ses.replayURL),
@@ -142,7 +142,7 @@ func (p *Projections) SessionRows(account string, q SessionQuery) (RowPage[Sessi
 		}
 		switch {
 		case contactF != nil:
-			descendBelow(s.sessionsIn(&contactF.sessions), below, visit)
+			descendBelow(s.sessionsOfContact(contactF), below, visit)
 		case agentF != nil:
 			descendBelow(s.sessionsIn(&agentF.sessions), below, visit)
 		case q.HotOnly:
@@ -188,8 +188,10 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 	var out RowPage[ContactRow]
 	needle := strings.ToLower(strings.TrimSpace(q.Search))
 	err := listing(p, contactKind, account, ListQuery{StartingAfter: q.After}, func(s *State, t *tenant, after uint64) {
-		row := func(c *contact) ContactRow { return ContactRow{ContactView: c.view(), Sessions: c.sessions.len()} }
-		if c := t.emails.get(&s.contacts, emailKey(needle)); c != nil && q.After == "" {
+		row := func(c *contact) ContactRow {
+			return ContactRow{ContactView: s.contactView(c), Sessions: s.sessionsOfContact(c).len()}
+		}
+		if c := t.emails.get(s, emailKey(needle)); c != nil && q.After == "" {
 			out.Rows = append(out.Rows, row(c))
 			return
 		}
@@ -198,12 +200,13 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 			below = after
 		}
 		examined := 0
-		descendBelow(&t.contacts, below, func(c *contact) bool {
+		descendBelow(s.contactsIn(&t.contacts), below, func(c *contact) bool {
 			if len(out.Rows) == q.Limit {
 				out.Next = out.Rows[len(out.Rows)-1].ID
 				return false
 			}
-			if needle == "" || strings.Contains(strings.ToLower(c.name), needle) || strings.Contains(strings.ToLower(c.email), needle) {
+			if needle == "" || strings.Contains(strings.ToLower(s.text.str(c.name)), needle) ||
+				strings.Contains(strings.ToLower(s.text.str(c.email)), needle) {
 				out.Rows = append(out.Rows, row(c))
 				return true
 			}

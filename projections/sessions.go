@@ -104,7 +104,7 @@ func (p *Projections) StartSession(ctx context.Context, pr Principal, in Session
 					return nil, nil, ParamErrorf(ENotFound, "contact_id", "no contact %q", *in.ContactID)
 				}
 				contactID = *in.ContactID
-			} else if c := a.tenant.emails.get(&s.contacts, emailKey(in.Contact.Email)); c != nil {
+			} else if c := a.tenant.emails.get(s, emailKey(in.Contact.Email)); c != nil {
 				contactID = FormatID(PrefixContact, c.id)
 			} else {
 				// The id is made only here: a session with a contact the
@@ -302,7 +302,7 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 		}, func(ses *session) { emit(s, ses) }, more)
 		switch {
 		case contactF != nil:
-			descend(s.sessionsIn(&contactF.sessions), after, visit)
+			descend(s.sessionsOfContact(contactF), after, visit)
 		case agentF != nil:
 			descend(s.sessionsIn(&agentF.sessions), after, visit)
 		case f.Status != "":
@@ -320,7 +320,7 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 
 // Contact returns one contact of account.
 func (p *Projections) Contact(account, contactID string) (ContactView, error) {
-	return one(p, contactKind, account, contactID, (*contact).view)
+	return oneIn(p, contactKind, account, contactID, (*State).contactView)
 }
 
 // Contacts lists the contacts of account, most recent first; with email
@@ -328,14 +328,14 @@ func (p *Projections) Contact(account, contactID string) (ContactView, error) {
 // rule that makes a contact new to an account).
 func (p *Projections) Contacts(account string, q ListQuery, email string) (Page[ContactView], error) {
 	if email == "" {
-		return page(p, contactKind, account, q, nil, (*contact).view)
+		return pageIn(p, contactKind, account, q, nil, (*State).contactView)
 	}
 	// At most one contact has the address: the account's e-mail index
 	// finds it without a walk.
 	pg := Page[ContactView]{Data: []ContactView{}}
 	err := listing(p, contactKind, account, q, func(s *State, t *tenant, after uint64) {
-		if c := t.emails.get(&s.contacts, emailKey(email)); c != nil && (after == 0 || c.seq < after) {
-			pg.Data = append(pg.Data, c.view())
+		if c := t.emails.get(s, emailKey(email)); c != nil && (after == 0 || c.seq < after) {
+			pg.Data = append(pg.Data, s.contactView(c))
 		}
 	})
 	return pg, err

@@ -99,12 +99,12 @@ func (w *snapWriter) agent(a *agent) {
 	w.int(a.updatedAt)
 }
 
-func (w *snapWriter) contact(c *contact) {
+func (w *snapWriter) contact(s *State, c *contact) {
 	w.bytes(c.id[:])
 	w.uint(c.seq)
-	w.str(c.name)
-	w.str(c.email)
-	w.str(c.company)
+	w.str(s.text.str(c.name))
+	w.str(s.text.str(c.email))
+	w.str(s.text.str(c.company))
 	w.int(c.createdAt)
 }
 
@@ -282,7 +282,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 		a := &Account{ID: r.str(), Name: r.str(), Plan: r.str(), RateLimitPerMinute: int(r.int()), CreatedAt: r.time()}
 		s.accounts[a.ID] = a
 		s.accountOrder = append(s.accountOrder, a)
-		s.tenants[a.ID] = newTenant(a)
+		s.addTenant(a)
 	}
 	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
 		k := &APIKey{ID: r.str(), AccountID: r.str()}
@@ -310,11 +310,11 @@ func decodeSnapshot(b []byte) (*State, error) {
 		}
 		for range r.len() {
 			id := r.id()
-			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t, seq: r.uint(), name: r.text(&s.text),
-				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
+			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: r.uint(), name: r.textRef(&s.text),
+				email: r.textRef(&s.text), company: r.textRef(&s.text), createdAt: r.int()})
 			c.num = n
-			t.contacts.add(c)
-			t.emails.add(&s.contacts, emailKey(c.email), n)
+			t.contacts.add(n)
+			t.emails.add(s, emailKey(s.text.str(c.email)), n)
 		}
 		for range r.len() {
 			id := r.id()

@@ -78,8 +78,8 @@ type snapCut struct {
 // cutTenant is one tenant's lists at the cut.
 type cutTenant struct {
 	agents   slice[*agent]
-	contacts *list[*contact] // append-only: its first nContacts are the cut's
-	sessions *list[uint32]   // and its first nSessions
+	contacts *list[uint32] // append-only: its first nContacts are the cut's
+	sessions *list[uint32] // and its first nSessions
 	webhooks []webhook
 	days     map[int32]dayStats // copied: they change with every session
 	events   *seqList           // append-only: its first nEvents are the cut's
@@ -183,7 +183,7 @@ func (c *snapCut) encode(w *snapWriter, step int, between func()) ([]byte, error
 // false (not finished) as soon as tick says to stop.
 func (c *snapCut) encodeTenant(w *snapWriter, t *cutTenant, tick func() bool) bool {
 	if !encodeEach(w, &t.agents, len(t.agents), c.keptAgents, w.agent, tick) ||
-		!encodeEach(w, t.contacts, t.nContacts, nil, w.contact, tick) ||
+		!encodeEach(w, c.state.contactsIn(t.contacts), t.nContacts, nil, func(ct *contact) { w.contact(c.state, ct) }, tick) ||
 		!encodeEach(w, c.state.sessionsIn(t.sessions), t.nSessions, c.keptSessions, func(ses *session) { w.session(c.state, ses) }, tick) {
 		return false
 	}

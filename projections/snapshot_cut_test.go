@@ -567,10 +567,10 @@ func TestASnapshotCutHoldsListsThatGrowPastAChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	tn := e.p.state.tenants[pr.Account.ID]
-	pat := tn.contacts.at(0)
-	if tn.sessions.len() < 2*listChunk+1 || tn.contacts.len() < listChunk+1 || pat.sessions.len() < listChunk+1 {
+	pat := e.p.state.sessionsOfContact(e.p.state.contacts.num(tn.contacts.at(0)))
+	if tn.sessions.len() < 2*listChunk+1 || tn.contacts.len() < listChunk+1 || pat.len() < listChunk+1 {
 		t.Fatalf("the lists did not grow past a chunk during the snapshot: %d sessions, %d contacts, %d of one contact",
-			tn.sessions.len(), tn.contacts.len(), pat.sessions.len())
+			tn.sessions.len(), tn.contacts.len(), pat.len())
 	}
 	e.checkSnapshotAndTail(seq)
 }

@@ -19,23 +19,24 @@ type State struct {
 	// published authentication index is built from (auth.go).
 	authGen uint64
 
-	tenants  map[string]*tenant
-	agents   map[ID]*agent
-	agentNum []*agent // by number, in creation order
-	contacts table[contact]
-	sessions table[session]
-	// What sessions refer to by number (model.go).
-	meetings  list[meeting]
-	timelines list[[]uint64]
-	webhooks  map[string]*webhook
+	tenants   map[string]*tenant
+	tenantNum []*tenant // by number, in creation order
+	agents    map[ID]*agent
+	agentNum  []*agent // by number, in creation order
+	contacts  table[contact]
+	sessions  table[session]
+	// What sessions and contacts refer to by number (model.go).
+	meetings    list[meeting]
+	timelines   list[[]uint64]
+	contactMore list[list[uint32]]
+	webhooks    map[string]*webhook
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 
 	// Where sessions and contacts, their lists and their text are
 	// allocated (blocks.go).
-	sessionsBlock block[uint32]
-	eventsBlock   block[uint64]
-	text          text
+	eventsBlock block[uint64]
+	text        text
 
 	// cut is the snapshot being encoded, if any: apply keeps there what
 	// it changes of the state at the cut (snapshot_cut.go).

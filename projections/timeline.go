@@ -25,7 +25,7 @@ func (p *Projections) SessionTimeline(account, sessionID string) ([]uint64, erro
 	return oneIn(p, sessionKind, account, sessionID, func(s *State, ses *session) []uint64 {
 		ev := s.eventsOf(ses)
 		out := make([]uint64, 0, 2+min(len(ev), maxTimeline))
-		if c := s.contactOf(ses); c.sessions.len() > 0 && c.sessions.at(0) == ses.num && c.seq < ses.seq {
+		if c := s.contactOf(ses); c.first == ses.num+1 && c.seq < ses.seq {
 			out = append(out, c.seq)
 		}
 		out = append(out, ses.seq)
