@@ -22,20 +22,6 @@ import (
 // blockLen is the number of values in one block.
 const blockLen = 256
 
-// block hands out values from shared blocks of blockLen.
-type block[T any] struct{ free []T }
-
-// slice returns an empty slice of capacity n (at most blockLen) in a
-// block: an append past n moves it to an array of its own.
-func (b *block[T]) slice(n int) []T {
-	if len(b.free) < n {
-		b.free = make([]T, blockLen)
-	}
-	s := b.free[:0:n]
-	b.free = b.free[n:]
-	return s
-}
-
 // textBlockLen is the size of one block of text; longer strings are kept
 // as they are, objects of their own.
 const textBlockLen = 32 << 10
@@ -206,13 +192,89 @@ func (l contactsIn) at(i int) *contact { return l.table.num(l.nums.at(i)) }
 // addEvent appends seq to the session's timeline, which most often ends
 // up with two: its progress and its end.
 func (s *State) addEvent(ses *session, seq uint64) {
-	if ses.timeline == 0 {
-		s.timelines.add(s.eventsBlock.slice(2))
-		ses.timeline = uint32(s.timelines.len())
-	}
-	tl := s.timelines.ptr(int(ses.timeline - 1))
-	*tl = append((*tl)[:ses.nEvents], seq)
+	ses.timeline = s.timelines.add(ses.timeline, ses.nEvents, seq)
 	ses.nEvents++
+}
+
+// timelines keeps the sessions' timelines in shared chunks of seqs, each
+// named by a number (a timelineRef) rather than a slice, so that a session
+// holds no pointer. A timeline of n seqs has room for roomFor(n): its next
+// seq goes in place while there is room, and otherwise the timeline moves
+// to twice the room, leaving its seqs where they were, which a snapshot's
+// pre-image of the session still reads (snapshot_cut.go). A timeline that
+// outgrows a chunk moves to a slice of its own, in long.
+type timelines struct {
+	chunks [][]uint64 // each timelineChunk long
+	next   int        // where the next room starts, counting across chunks
+	long   [][]uint64
+}
+
+// timelineRef names a timeline: 0 is none, one with refLongTimeline set
+// is long[ref &^ refLongTimeline], and any other starts at ref - 1 in the
+// chunks.
+type timelineRef = uint32
+
+const (
+	timelineChunk   = 4096
+	refLongTimeline = 1 << 31
+)
+
+// roomFor is the room of a timeline of n seqs, n > 0: 2, then the
+// smallest power of two that holds them.
+func roomFor(n uint32) uint32 {
+	r := uint32(2)
+	for r < n {
+		r *= 2
+	}
+	return r
+}
+
+// add appends seq to the timeline ref of n seqs and returns its ref, which
+// changes when it moves.
+func (t *timelines) add(ref timelineRef, n uint32, seq uint64) timelineRef {
+	if ref&refLongTimeline != 0 {
+		i := ref &^ refLongTimeline
+		t.long[i] = append(t.long[i][:n], seq)
+		return ref
+	}
+	if ref != 0 && n < roomFor(n) {
+		start := int(ref - 1)
+		t.chunks[start/timelineChunk][start%timelineChunk+int(n)] = seq
+		return ref
+	}
+	room := 2 * n
+	if n == 0 {
+		room = 2
+	}
+	if room > timelineChunk || t.next+int(room) >= refLongTimeline-1 {
+		moved := make([]uint64, n, 2*n)
+		copy(moved, t.get(ref, n))
+		t.long = append(t.long, append(moved, seq))
+		return refLongTimeline | timelineRef(len(t.long)-1)
+	}
+	if t.next+int(room) > len(t.chunks)*timelineChunk {
+		t.next = len(t.chunks) * timelineChunk
+		t.chunks = append(t.chunks, make([]uint64, timelineChunk))
+	}
+	start := t.next
+	t.next += int(room)
+	to := t.chunks[start/timelineChunk][start%timelineChunk:]
+	copy(to, t.get(ref, n))
+	to[n] = seq
+	return timelineRef(start + 1)
+}
+
+// get returns the timeline ref of n seqs. The caller must not keep the
+// slice past the state's lock, nor change it.
+func (t *timelines) get(ref timelineRef, n uint32) []uint64 {
+	switch {
+	case ref == 0:
+		return nil
+	case ref&refLongTimeline != 0:
+		return t.long[ref&^refLongTimeline][:n]
+	}
+	start := int(ref - 1)
+	return t.chunks[start/timelineChunk][start%timelineChunk:][:n]
 }
 
 // addMeeting makes m ses's meeting.

@@ -4,32 +4,58 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// Slices from one block never reach into each other: an append within a
-// slice's capacity stays in it, and one past it moves the slice.
-func TestBlockSlicesStayApart(t *testing.T) {
-	var b block[int]
-	var slices [][]int
-	for i := 0; i < 3*blockLen; i++ {
-		n := 1 + i%3
-		s := b.slice(n)
-		if len(s) != 0 || cap(s) != n {
-			t.Fatalf("slice(%d): len %d cap %d", n, len(s), cap(s))
-		}
-		for j := 0; j <= n; j++ { // one more than fits: the last append moves it
-			s = append(s, i)
-		}
-		slices = append(slices, s)
+// Timelines read back what was appended to each, however their appends
+// interleave, as they grow past their room (moving) and past a chunk
+// (moving to a slice of their own); and a timeline's earlier length still
+// reads its earlier seqs after it grew, as a snapshot's pre-image of a
+// session does.
+func TestTimelinesKeepEverySeq(t *testing.T) {
+	var tl timelines
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 3000
+	refs := make([]timelineRef, n)
+	lens := make([]uint32, n)
+	want := make([][]uint64, n)
+	type pre struct {
+		i   int
+		ref timelineRef
+		n   uint32
 	}
-	for i, s := range slices {
-		for _, v := range s {
-			if v != i {
-				t.Fatalf("slice %d holds %v: another slice wrote into it", i, s)
-			}
+	var pres []pre
+	seq := uint64(0)
+	for step := 0; step < 60_000; step++ {
+		i := rng.IntN(n)
+		if step%7 == 0 {
+			i = 0 // one timeline grows past a chunk
 		}
+		if rng.IntN(50) == 0 {
+			pres = append(pres, pre{i, refs[i], lens[i]})
+		}
+		seq++
+		refs[i] = tl.add(refs[i], lens[i], seq)
+		lens[i]++
+		want[i] = append(want[i], seq)
+		if got := tl.get(refs[i], lens[i]); !slices.Equal(got, want[i]) {
+			t.Fatalf("step %d, timeline %d: %v, want %v", step, i, got, want[i])
+		}
+	}
+	for i := range n {
+		if got := tl.get(refs[i], lens[i]); !slices.Equal(got, want[i]) {
+			t.Fatalf("timeline %d at the end: %v, want %v", i, got, want[i])
+		}
+	}
+	for _, p := range pres {
+		if got := tl.get(p.ref, p.n); !slices.Equal(got, want[p.i][:p.n]) {
+			t.Fatalf("timeline %d at %d seqs, read later: %v, want %v", p.i, p.n, got, want[p.i][:p.n])
+		}
+	}
+	if refs[0]&refLongTimeline == 0 || len(tl.long) != 1 || len(tl.chunks) < 2 {
+		t.Fatalf("the test did not reach a long timeline and several chunks: ref %#x, %d long, %d chunks", refs[0], len(tl.long), len(tl.chunks))
 	}
 }
 

@@ -9,45 +9,32 @@ import (
 	"unsafe"
 )
 
-// A list holds what a slice grown by append would, in order, whichever
-// way it started (empty, or from a shared block of one, whose next slot
-// it leaves alone).
+// A list holds what a slice grown by append would, in order, and ptr
+// finds each value where at reads it.
 func TestListHoldsWhatASliceWould(t *testing.T) {
-	var blk block[*int]
-	sentinel := new(int)
 	for _, n := range []int{0, 1, 2, 3, listChunk - 1, listChunk, listChunk + 1, 2 * listChunk, 2*listChunk + 1, 3*listChunk + 17} {
-		for _, fromBlock := range []bool{false, true} {
-			var l list[*int]
-			var neighbour []*int
-			if fromBlock {
-				l.head = blk.slice(1)
-				neighbour = append(blk.slice(1), sentinel)
+		var l list[*int]
+		var want []*int
+		for i := range n {
+			v := new(int)
+			*v = i
+			l.add(v)
+			want = append(want, v)
+		}
+		if l.len() != n {
+			t.Fatalf("n %d: len %d", n, l.len())
+		}
+		for i := range n {
+			if l.at(i) != want[i] || *l.ptr(i) != want[i] {
+				t.Fatalf("n %d: at(%d) = %d", n, i, *l.at(i))
 			}
-			var want []*int
-			for i := range n {
-				v := new(int)
-				*v = i
-				l.add(v)
-				want = append(want, v)
-			}
-			if l.len() != n {
-				t.Fatalf("n %d: len %d", n, l.len())
-			}
-			for i := range n {
-				if l.at(i) != want[i] {
-					t.Fatalf("n %d: at(%d) = %d", n, i, *l.at(i))
-				}
-			}
-			if got := slices.Collect(l.all()); !slices.Equal(got, want) {
-				t.Fatalf("n %d: all() yields %d values, not the %d added", n, len(got), n)
-			}
-			var o ordered[*int] = &l
-			if o.len() != n || n > 0 && o.at(n-1) != want[n-1] {
-				t.Fatalf("n %d: the ordered view differs", n)
-			}
-			if fromBlock && neighbour[0] != sentinel {
-				t.Fatalf("n %d: the list wrote into the next value of its block", n)
-			}
+		}
+		if got := slices.Collect(l.all()); !slices.Equal(got, want) {
+			t.Fatalf("n %d: all() yields %d values, not the %d added", n, len(got), n)
+		}
+		var o ordered[*int] = &l
+		if o.len() != n || n > 0 && o.at(n-1) != want[n-1] {
+			t.Fatalf("n %d: the ordered view differs", n)
 		}
 	}
 }

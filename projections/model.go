@@ -210,11 +210,11 @@ type session struct {
 	// webhook carries them, whatever came after.
 	hotSignals [3]uint8
 	// The session's records after session.started (progress, lead.hot, the
-	// end, the meeting), its timeline, are the first nEvents seqs of
-	// timeline - 1 in the state's timelines (0: none yet). A pre-image kept
-	// for a snapshot (snapshot_cut.go) keeps its own nEvents, and so its
-	// own timeline, while the session's grows.
-	timeline uint32
+	// end, the meeting), its timeline, are the first nEvents seqs of the
+	// timeline that timeline names in the state's timelines (blocks.go). A
+	// pre-image kept for a snapshot (snapshot_cut.go) keeps its own ref and
+	// nEvents, and so its own timeline, while the session's grows.
+	timeline timelineRef
 	nEvents  uint32
 }
 
@@ -253,12 +253,7 @@ func (s *State) meetingOf(ses *session) *meeting {
 
 // eventsOf returns the seqs of ses's timeline. The caller must not keep
 // the slice past the state's lock.
-func (s *State) eventsOf(ses *session) []uint64 {
-	if ses.timeline == 0 {
-		return nil
-	}
-	return s.timelines.at(int(ses.timeline - 1))[:ses.nEvents]
-}
+func (s *State) eventsOf(ses *session) []uint64 { return s.timelines.get(ses.timeline, ses.nEvents) }
 
 func unix(t time.Time) int64 { return t.Unix() }
 

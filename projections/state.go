@@ -27,7 +27,7 @@ type State struct {
 	sessions  table[session]
 	// What sessions and contacts refer to by number (model.go).
 	meetings    list[meeting]
-	timelines   list[[]uint64]
+	timelines   timelines
 	contactMore list[list[uint32]]
 	webhooks    map[string]*webhook
 
@@ -35,8 +35,7 @@ type State struct {
 
 	// Where sessions and contacts, their lists and their text are
 	// allocated (blocks.go).
-	eventsBlock block[uint64]
-	text        text
+	text text
 
 	// cut is the snapshot being encoded, if any: apply keeps there what
 	// it changes of the state at the cut (snapshot_cut.go).
