@@ -17,7 +17,11 @@ import (
 // blocks: a million sessions are about twenty thousand of them. Nothing a
 // block holds is ever removed from the state, so no block holds memory
 // that is no longer used, but for the text of a replay URL or a
-// meeting changed later.
+// meeting changed later, and the seqs a timeline left when it moved.
+//
+// Sessions and contacts then hold no pointer at all (model.go): what they
+// refer to they name by number, strings by textRef, timelines by
+// timelineRef, so the collector never scans their blocks either.
 
 // blockLen is the number of values in one block.
 const blockLen = 256
@@ -143,7 +147,9 @@ func (s *State) addContactSession(c *contact, ses *session) {
 	s.contactMore.ptr(int(c.more - 1)).add(ses.num)
 }
 
-// contactSessions is a contact's sessions as an ordered list.
+// contactSessions is a contact's sessions as an ordered list. It holds a
+// pointer into the state's contactMore, which the next add there may
+// move: use it within the lock it was made under, and before any change.
 type contactSessions struct {
 	first uint32        // 1 + its first session's number; 0: none
 	more  *list[uint32] // the later ones; nil: none
@@ -430,9 +436,8 @@ func (t *table[T]) len() int { return int(t.n) }
 // state's lock; at 580,609 sessions, while the collector was marking,
 // one group's deciding took 69 ms, and every request behind it waited
 // (one cause of the black-box POST's p99 spikes, issue 14). A list keeps
-// its first listChunk values in head, grown by doubling (most contacts
-// have one session, from a shared block), and the rest in chunks of
-// listChunk, each allocated whole. The encoder of a snapshot reads a list
+// its first listChunk values in head, grown by doubling, and the rest in
+// chunks of listChunk, each allocated whole. The encoder of a snapshot reads a list
 // only under the state's read lock: add may replace head and *rest.
 type list[T any] struct {
 	head []T

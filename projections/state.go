@@ -33,8 +33,7 @@ type State struct {
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 
-	// Where sessions and contacts, their lists and their text are
-	// allocated (blocks.go).
+	// The strings of sessions, contacts and meetings (blocks.go).
 	text text
 
 	// cut is the snapshot being encoded, if any: apply keeps there what
