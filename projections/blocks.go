@@ -182,18 +182,26 @@ func (l contactSessions) at(i int) *session {
 	return l.table.num(l.more.at(i - 1))
 }
 
-// contactsIn is a list of contact numbers read as the contacts.
-type contactsIn struct {
+// numbered is a list of numbers in a table read as the table's values.
+type numbered[T any] struct {
 	nums  *list[uint32]
-	table *table[contact]
+	table *table[T]
 }
+
+func (l numbered[T]) len() int    { return l.nums.len() }
+func (l numbered[T]) at(i int) *T { return l.table.num(l.nums.at(i)) }
 
 // contactsIn returns l, a list of numbers in s's contacts table, as the
 // contacts.
-func (s *State) contactsIn(l *list[uint32]) contactsIn { return contactsIn{l, &s.contacts} }
+func (s *State) contactsIn(l *list[uint32]) numbered[contact] {
+	return numbered[contact]{l, &s.contacts}
+}
 
-func (l contactsIn) len() int          { return l.nums.len() }
-func (l contactsIn) at(i int) *contact { return l.table.num(l.nums.at(i)) }
+// sessionsIn returns l, a list of numbers in s's sessions table, as the
+// sessions.
+func (s *State) sessionsIn(l *list[uint32]) numbered[session] {
+	return numbered[session]{l, &s.sessions}
+}
 
 // addEvent appends seq to the session's timeline, which most often ends
 // up with two: its progress and its end.
@@ -288,19 +296,6 @@ func (s *State) addMeeting(ses *session, m meeting) {
 	s.meetings.add(m)
 	ses.meeting = uint32(s.meetings.len())
 }
-
-// sessionsIn is a list of session numbers read as the sessions.
-type sessionsIn struct {
-	nums  *list[uint32]
-	table *table[session]
-}
-
-// sessionsIn returns l, a list of numbers in s's sessions table, as the
-// sessions.
-func (s *State) sessionsIn(l *list[uint32]) sessionsIn { return sessionsIn{l, &s.sessions} }
-
-func (l sessionsIn) len() int          { return l.nums.len() }
-func (l sessionsIn) at(i int) *session { return l.table.num(l.nums.at(i)) }
 
 // emailIndex finds a tenant's contact by its e-mail's emailKey. It keys
 // the contacts by a hash of the key and holds their numbers in the
