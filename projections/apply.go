@@ -202,8 +202,8 @@ func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) err
 	if t.emails.get(s, key) != nil {
 		return errorf("contact e-mail %q exists in the account", p.Contact.Email)
 	}
-	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: rec.Seq, name: s.text.keepRef(p.Contact.Name),
-		email: s.text.keepRef(p.Contact.Email), company: s.text.keepRef(p.Contact.Company), createdAt: unix(rec.Time)})
+	c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: rec.Seq, name: s.text.keep(p.Contact.Name),
+		email: s.text.keep(p.Contact.Email), company: s.text.keep(p.Contact.Company), createdAt: unix(rec.Time)})
 	c.num = n
 	t.contacts.add(n)
 	t.emails.add(s, key, n)
@@ -299,7 +299,7 @@ func (s *State) applySessionCompleted(rec *eventlog.Record, p *SessionCompleted)
 	}
 	s.keepSession(ses)
 	ses.setFigures(&p.IntentScore, &p.Signals, &p.DurationSeconds)
-	ses.replayURL = s.text.keepRef(p.ReplayURL)
+	ses.replayURL = s.text.keep(p.ReplayURL)
 	s.addEvent(ses, rec.Seq)
 	s.end(ses, completed, unix(rec.Time))
 	return nil
@@ -316,7 +316,7 @@ func (s *State) applySessionAbandoned(rec *eventlog.Record, p *SessionAbandoned)
 	s.keepSession(ses)
 	ses.setFigures(p.IntentScore, p.Signals, p.DurationSeconds)
 	if p.ReplayURL != nil {
-		ses.replayURL = s.text.keepRef(*p.ReplayURL)
+		ses.replayURL = s.text.keep(*p.ReplayURL)
 	}
 	s.addEvent(ses, rec.Seq)
 	s.end(ses, abandoned, unix(rec.Time))

@@ -39,31 +39,9 @@ type text struct {
 	long []string
 }
 
-// keep returns a copy of s in a block.
-func (t *text) keep(s string) string {
-	if len(s) == 0 || len(s) > textBlockLen/16 {
-		return s
-	}
-	t.reserve(len(s))
-	start := t.b.Len()
-	t.b.WriteString(s)
-	return t.b.String()[start:]
-}
-
-// keepBytes returns p as a string in a block.
-func (t *text) keepBytes(p []byte) string {
-	if len(p) == 0 || len(p) > textBlockLen/16 {
-		return string(p)
-	}
-	t.reserve(len(p))
-	start := t.b.Len()
-	t.b.Write(p)
-	return t.b.String()[start:]
-}
-
 // reserve starts a new block unless n bytes fit in the current one. The
-// strings already handed out keep the old block: a Builder only ever
-// appends to its buffer, and String returns it without a copy.
+// strings of the refs already handed out keep the old block: a Builder
+// only ever appends to its buffer, and String returns it without a copy.
 func (t *text) reserve(n int) {
 	if t.b.Cap()-t.b.Len() < n {
 		if t.b.Cap() > 0 {
@@ -82,8 +60,8 @@ type textRef uint64
 
 const refLong textRef = 1 << 63
 
-// keepRef returns a ref to a copy of s.
-func (t *text) keepRef(s string) textRef {
+// keep returns a ref to a copy of s.
+func (t *text) keep(s string) textRef {
 	if len(s) == 0 {
 		return 0
 	}
@@ -96,8 +74,8 @@ func (t *text) keepRef(s string) textRef {
 	return ref
 }
 
-// keepRefBytes returns a ref to p as a string.
-func (t *text) keepRefBytes(p []byte) textRef {
+// keepBytes returns a ref to p as a string.
+func (t *text) keepBytes(p []byte) textRef {
 	if len(p) == 0 {
 		return 0
 	}

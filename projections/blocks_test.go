@@ -96,36 +96,6 @@ func TestTableKeepsEveryValueInPlace(t *testing.T) {
 	}
 }
 
-// Text kept in blocks reads back unchanged, across many blocks, however
-// it was given; long text is not copied.
-func TestTextBlocksKeepEveryString(t *testing.T) {
-	var tx text
-	rng := rand.New(rand.NewPCG(1, 2))
-	var want, got []string
-	for i := 0; i < 20_000; i++ {
-		s := strings.Repeat(string(rune('a'+i%26)), rng.IntN(200)) + "·" + string(rune('A'+i%26))
-		want = append(want, s)
-		if i%2 == 0 {
-			got = append(got, tx.keep(s))
-		} else {
-			got = append(got, tx.keepBytes([]byte(s)))
-		}
-	}
-	runtime.GC() // nothing may depend on the givers' copies
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("string %d: %q, want %q", i, got[i], want[i])
-		}
-	}
-	long := strings.Repeat("x", textBlockLen)
-	if tx.keep(long) != long || tx.keepBytes([]byte(long)) != long {
-		t.Fatal("a long string changed")
-	}
-	if tx.keep("") != "" || tx.keepBytes(nil) != "" {
-		t.Fatal("an empty string is not empty")
-	}
-}
-
 // A textRef reads back the string it was made of, in the current block
 // as in the ones before it, mixed with the strings keep hands out, at
 // every length up to past the longest kept in a block.
@@ -152,9 +122,9 @@ func TestTextRefsKeepEveryString(t *testing.T) {
 		tx.keep(strings.Repeat("-", rng.IntN(100)))
 		want = append(want, s)
 		if i%2 == 0 {
-			refs = append(refs, tx.keepRef(s))
+			refs = append(refs, tx.keep(s))
 		} else {
-			refs = append(refs, tx.keepRefBytes([]byte(s)))
+			refs = append(refs, tx.keepBytes([]byte(s)))
 		}
 		check(i)
 	}
@@ -200,7 +170,7 @@ func TestEmailIndexFindsEveryContact(t *testing.T) {
 		}
 		emails := []string{"pat@example.com", "Lee@Example.com", "sam@example.com", "ΣIGMA@example.com"}
 		for i, e := range emails {
-			_, n := s.contacts.addNumbered(ID{byte(i)}, contact{email: s.text.keepRef(e)})
+			_, n := s.contacts.addNumbered(ID{byte(i)}, contact{email: s.text.keep(e)})
 			if x.get(s, emailKey(e)) != nil {
 				t.Fatalf("clashing %v: %s found before it was added", clashing, e)
 			}

@@ -219,8 +219,8 @@ type session struct {
 }
 
 type meeting struct {
-	scheduledAt  string
-	calendarLink string
+	scheduledAt  textRef
+	calendarLink textRef
 	seq          uint64 // of meeting.booked: a webhook of an earlier event shows no meeting
 }
 

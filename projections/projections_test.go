@@ -172,11 +172,11 @@ func dump(s *State) string {
 		for n := range t.sessions.all() {
 			ses := s.sessions.num(n)
 			fmt.Fprintf(&b, "%s\n", s.appendSession(nil, ses))
-			m := s.meetingOf(ses)
-			if m == nil {
-				m = &meeting{}
+			var m [3]any
+			if mt := s.meetingOf(ses); mt != nil {
+				m = [3]any{s.text.str(mt.scheduledAt), s.text.str(mt.calendarLink), mt.seq}
 			}
-			fmt.Fprintf(&b, " hot %v %v meeting %+v events %v\n", ses.hot, ses.hotSignals, *m, s.eventsOf(ses))
+			fmt.Fprintf(&b, " hot %v %v meeting %v events %v\n", ses.hot, ses.hotSignals, m, s.eventsOf(ses))
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())

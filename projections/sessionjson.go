@@ -116,9 +116,9 @@ func (st *State) appendSession(b []byte, s *session) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, `{"scheduled_at":`...)
-		b = appendString(b, m.scheduledAt)
+		b = appendString(b, st.text.str(m.scheduledAt))
 		b = append(b, `,"calendar_link":`...)
-		b = appendString(b, m.calendarLink)
+		b = appendString(b, st.text.str(m.calendarLink))
 		b = append(b, '}')
 	}
 	return append(b, '}')

@@ -44,7 +44,7 @@ func (s *State) row(ses *session) SessionRow {
 		r.EndedAt = &t
 	}
 	if m := s.meetingOf(ses); m != nil {
-		r.HasMeeting, r.MeetingScheduledAt, r.MeetingCalendarURL = true, m.scheduledAt, m.calendarLink
+		r.HasMeeting, r.MeetingScheduledAt, r.MeetingCalendarURL = true, s.text.str(m.scheduledAt), s.text.str(m.calendarLink)
 	}
 	return r
 }

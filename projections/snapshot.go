@@ -124,8 +124,8 @@ func (w *snapWriter) session(s *State, ses *session) {
 	w.bytes(ses.hotSignals[:])
 	if m := s.meetingOf(ses); m != nil {
 		w.bool(true)
-		w.str(m.scheduledAt)
-		w.str(m.calendarLink)
+		w.str(s.text.str(m.scheduledAt))
+		w.str(s.text.str(m.calendarLink))
 		w.uint(m.seq)
 	} else {
 		w.bool(false)
@@ -244,9 +244,7 @@ func (r *snapReader) raw() []byte {
 func (r *snapReader) str() string { return string(r.raw()) }
 
 // text reads a string into t's blocks.
-func (r *snapReader) text(t *text) string { return t.keepBytes(r.raw()) }
-
-func (r *snapReader) textRef(t *text) textRef { return t.keepRefBytes(r.raw()) }
+func (r *snapReader) text(t *text) textRef { return t.keepBytes(r.raw()) }
 
 func (r *snapReader) bool() bool {
 	if len(r.b) == 0 {
@@ -310,8 +308,8 @@ func decodeSnapshot(b []byte) (*State, error) {
 		}
 		for range r.len() {
 			id := r.id()
-			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: r.uint(), name: r.textRef(&s.text),
-				email: r.textRef(&s.text), company: r.textRef(&s.text), createdAt: r.int()})
+			c, n := s.contacts.addNumbered(id, contact{id: id, tenant: t.num, seq: r.uint(), name: r.text(&s.text),
+				email: r.text(&s.text), company: r.text(&s.text), createdAt: r.int()})
 			c.num = n
 			t.contacts.add(n)
 			t.emails.add(s, emailKey(s.text.str(c.email)), n)
@@ -320,7 +318,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 			id := r.id()
 			a, c := s.agents[r.id()], s.contacts.at(r.id())
 			ses, n := s.sessions.addNumbered(id, session{id: id, seq: r.uint(),
-				startedAt: r.int(), endedAt: r.int(), replayURL: r.textRef(&s.text), duration: int32(r.int()),
+				startedAt: r.int(), endedAt: r.int(), replayURL: r.text(&s.text), duration: int32(r.int()),
 				status: sessionStatus(r.uint()), score: uint8(r.uint())})
 			ses.num = n
 			r.fixed(ses.signals[:])
