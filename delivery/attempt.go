@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +34,7 @@ const maxResponseBody = 64 << 10
 // to its webhook, bounded by delivery.timeout for the whole exchange. It
 // knows nothing of retries or storage.
 type sender struct {
-	transport        http.RoundTripper
+	transport        *transport
 	clock            Clock // the webhook-timestamp header
 	timeout          time.Duration
 	standardWebhooks bool
@@ -55,31 +55,28 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 			r.detail.Error = r.err.Error()
 		}
 	}()
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	req, err := reqs.post(actx, t.URL, d.Body)
+	to, err := reqs.to(t.URL)
 	if err != nil {
 		r.err = err
 		return r
 	}
 	sg := keys.get(t.Signing(now))
-	req.Header = sg.header()
-	r.detail.RequestHeaders, err = setHeaders(req.Header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent)
+	header := sg.header()
+	r.detail.RequestHeaders, err = setHeaders(header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent)
 	if err != nil {
 		keys.put(sg)
 		r.err = err
 		return r
 	}
-	// The transport itself, not an http.Client: no redirect is followed,
-	// and nothing copies the headers for one. The error reads as a
-	// client's would, an HTTP answer to TLS named as http.Client names it.
-	resp, err := s.transport.RoundTrip(req)
+	// No redirect is followed. The error reads as an http.Client's would,
+	// an HTTP answer to TLS named as http.Client names it.
+	resp, err := s.transport.post(ctx, began.Add(s.timeout), to, header, d.Body)
 	if err != nil {
 		var tlsErr tls.RecordHeaderError
 		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch
 		}
-		r.err = &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
+		r.err = &url.Error{Op: "Post", URL: to.URL.Redacted(), Err: err}
 		return r
 	}
 	r.detail.ResponseHeaders = flatten(resp.Header)
@@ -100,27 +97,24 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 		_, err = io.Copy(io.Discard, body)
 	}
 	resp.Body.Close()
-	// Only now may the request's header block be reused (the contract of
-	// http.RoundTripper); after a failed round trip it is left to the GC.
 	keys.put(sg)
 	if len(head) > 0 {
 		r.detail.ResponseBody = head
 	}
 	r.status = resp.StatusCode
-	if err != nil && actx.Err() != nil {
-		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, actx.Err())
-		if ctx.Err() != nil {
-			r.err = ctx.Err() // the webhook was deleted meanwhile
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		r.err = ctx.Err() // the webhook was deleted meanwhile
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, context.DeadlineExceeded)
 	}
 	r.retryAfter = retryAfter(r.status, resp.Header.Get("Retry-After"))
 	return r
 }
 
-// requests makes a loop's attempts' POSTs from a template holding the
-// webhook's parsed URL: an attempt copies it (Request.WithContext, which
-// shares the URL, as a RoundTripper leaves it unchanged) instead of
-// parsing the URL into a new Request each time. Attempts of one loop share
+// requests holds a loop's attempts' target: the webhook's URL parsed once
+// into a request that the transport only reads. Attempts of one loop share
 // it; an updated URL replaces it.
 type requests struct{ template atomic.Pointer[postTemplate] }
 
@@ -129,30 +123,16 @@ type postTemplate struct {
 	req *http.Request
 }
 
-// post returns a POST of body to url, as http.NewRequestWithContext
-// makes it from a *bytes.Reader, its Header for the caller to set. The
-// body stays an io.NopCloser of a *bytes.Reader: the transport writes a
-// body it knows to be in memory with the headers, in one write, and any
-// other in a write of its own after them (7 µs more per delivery in
-// BenchmarkDeliveries, the receiver's reads included).
-func (p *requests) post(ctx context.Context, url string, body []byte) (*http.Request, error) {
+// to returns the request of url, parsed once.
+func (p *requests) to(url string) (*http.Request, error) {
 	t := p.template.Load()
 	if t == nil || t.url != url {
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, nil)
+		req, err := http.NewRequest(http.MethodPost, url, nil)
 		if err != nil {
 			return nil, err
 		}
 		t = &postTemplate{url: url, req: req}
 		p.template.Store(t)
 	}
-	req := t.req.WithContext(ctx)
-	req.Header = nil
-	req.ContentLength = int64(len(body))
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	if len(body) == 0 {
-		req.Body = http.NoBody
-		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
-	}
-	return req, nil
+	return t.req, nil
 }

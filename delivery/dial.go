@@ -1,11 +1,10 @@
 package delivery
 
 import (
-	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"syscall"
 	"time"
@@ -22,7 +21,7 @@ var ErrRefusedAddress = errors.New("refused: not a public address")
 // netguard.Public, so a name that resolves to a private address is refused
 // as a literal one is at registration. A round trip follows no redirect:
 // a 3xx is a failed delivery.
-func newTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
+func newTransport(allowPrivate bool, timeout time.Duration) *transport {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		dialer.Control = func(network, address string, _ syscall.RawConn) error {
@@ -36,20 +35,12 @@ func newTransport(allowPrivate bool, timeout time.Duration) *http.Transport {
 			return nil
 		}
 	}
-	return &http.Transport{
-		Proxy:       nil, // never through a proxy from the environment
-		DialContext: func(ctx context.Context, n, a string) (net.Conn, error) { return dialer.DialContext(ctx, n, a) },
+	return &transport{
+		dial: dialer.DialContext,
+		tls:  &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(0)},
 		// Many webhooks may share a host, each with up to
 		// delivery.concurrency attempts: keep their connections.
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: timeout,
-		// No ResponseHeaderTimeout: each attempt's context ends the
-		// whole exchange after delivery.timeout, never later.
-		ForceAttemptHTTP2: true,
-		// No Accept-Encoding: a receiver's answer is read for its status
-		// and its first 4 KiB, kept as sent, and the receiver parses one
-		// header less.
-		DisableCompression: true,
+		maxIdle:     1024,
+		idleTimeout: 90 * time.Second,
 	}
 }

@@ -205,9 +205,9 @@ func TestARequestLeavesInOneWrite(t *testing.T) {
 	w.register(rv.URL, "contact.created")
 	var writes atomic.Int64
 	w.startWith(testConfig(), nil, func(dp *Dispatcher) {
-		tr := dp.send.transport.(*http.Transport)
-		dial := tr.DialContext
-		tr.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
+		tr := dp.send.transport
+		dial := tr.dial
+		tr.dial = func(ctx context.Context, n, a string) (net.Conn, error) {
 			c, err := dial(ctx, n, a)
 			if err != nil {
 				return nil, err

@@ -1,0 +1,395 @@
+package delivery
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// transport is the HTTP/1.1 client of deliveries, with keep-alive
+// connections per host. An attempt's goroutine writes its request and
+// reads the answer on the connection itself, where http.Transport hands
+// each request to a connection's write loop and the answer back from a
+// read loop: two goroutines and their wake-ups per request. Delivering
+// through it took 10.8 µs less CPU than through http.Transport (52.5 and
+// 41.7 µs a delivery, BenchmarkDeliveries; see the README). It speaks
+// HTTP/1.1 only, over TLS too (ALPN "http/1.1"), as every webhook
+// receiver does; it follows no redirect, uses no proxy and asks for no
+// compression.
+//
+// An exchange ends at its deadline, on the connection's own timers, and
+// at once when its context is cancelled. A request that fails on a kept
+// connection before a byte of its answer came back (the receiver closed
+// it while it was idle) is sent once more on a new one; a receiver dedupes
+// deliveries by their id in any case.
+type transport struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	tls         *tls.Config // nil: the system's roots
+	idleTimeout time.Duration
+	maxIdle     int // kept connections per host
+
+	mu     sync.Mutex
+	idle   map[hostKey][]*conn // most recently used last
+	reaper *time.Timer         // closes connections idle past idleTimeout
+}
+
+type hostKey struct{ scheme, host string }
+
+// maxResponseHeader bounds the head of an answer: a receiver cannot grow
+// an attempt's memory past it.
+const maxResponseHeader = 64 << 10
+
+// errResponseHeaderTooLarge ends an answer whose head is over
+// maxResponseHeader.
+var errResponseHeaderTooLarge = fmt.Errorf("the answer's head is larger than %d bytes", maxResponseHeader)
+
+// conn is one kept connection. Only the attempt that holds it touches it.
+type conn struct {
+	net.Conn
+	key    hostKey
+	br     *bufio.Reader
+	budget int64 // bytes the answer's head may still take
+	read   int64 // bytes read during the current exchange
+	idleAt time.Time
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	if c.budget <= 0 {
+		return 0, errResponseHeaderTooLarge
+	}
+	if int64(len(p)) > c.budget {
+		p = p[:c.budget]
+	}
+	n, err := c.Conn.Read(p)
+	c.budget -= int64(n)
+	c.read += int64(n)
+	return n, err
+}
+
+// requestBufs holds requests as written, so that one goes out in one write,
+// and again on a new connection if need be.
+var requestBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// post POSTs body with header to the URL of to, a request only read, and
+// returns the head of the answer, whose body hands the connection back
+// when closed. The exchange ends at deadline; ctx's cancellation ends it
+// at once.
+func (t *transport) post(ctx context.Context, deadline time.Time, to *http.Request, header http.Header, body []byte) (*http.Response, error) {
+	key := hostKey{to.URL.Scheme, to.URL.Host}
+	if key.scheme != "http" && key.scheme != "https" {
+		return nil, fmt.Errorf("unsupported protocol scheme %q", key.scheme)
+	}
+	buf := requestBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer requestBufs.Put(buf)
+	if err := writeRequest(buf, to, header, body); err != nil {
+		return nil, err
+	}
+	c, reused := t.get(key)
+	for {
+		if c == nil {
+			var err error
+			dctx, cancel := context.WithDeadline(ctx, deadline)
+			c, err = t.connect(dctx, key)
+			cancel()
+			if err != nil {
+				return nil, exchangeErr(ctx, err)
+			}
+		}
+		resp, err := t.exchange(ctx, deadline, c, to, buf.Bytes())
+		if err == nil {
+			return resp, nil
+		}
+		c.Close()
+		if !reused || c.read > 0 || ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, exchangeErr(ctx, err)
+		}
+		c, reused = nil, false // closed while idle: once more, on a new connection
+	}
+}
+
+// writeRequest writes a POST of body to req's URL, with header, as
+// HTTP/1.1 into buf: the request line, Host, the headers in no particular
+// order (Request.Write sorts them, a sixth of an attempt's CPU),
+// Content-Length and the body.
+func writeRequest(buf *bytes.Buffer, req *http.Request, header http.Header, body []byte) error {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !validHeaderValue(host) {
+		return fmt.Errorf("invalid host %q", host)
+	}
+	buf.WriteString("POST ")
+	buf.WriteString(req.URL.RequestURI())
+	buf.WriteString(" HTTP/1.1\r\nHost: ")
+	buf.WriteString(host)
+	buf.WriteString("\r\n")
+	for k, vs := range header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue // the transport's own
+		}
+		if !validHeaderName(k) {
+			return fmt.Errorf("invalid header name %q", k)
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return fmt.Errorf("invalid value for header %q", k)
+			}
+			buf.WriteString(k)
+			buf.WriteString(": ")
+			buf.WriteString(v)
+			buf.WriteString("\r\n")
+		}
+	}
+	var num [20]byte
+	buf.WriteString("Content-Length: ")
+	buf.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
+	buf.WriteString("\r\n\r\n")
+	buf.Write(body)
+	return nil
+}
+
+// validHeaderName reports whether k is a token (RFC 9110, 5.6.2).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v holds no control character but tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// exchange sends the request's bytes on c and reads the head of its
+// answer; the answer's body hands c back when it is closed.
+func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, req *http.Request, wire []byte) (*http.Response, error) {
+	if err := c.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	// Cancelling the request ends a read or write under way.
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	c.read, c.budget = 0, maxResponseHeader
+	if _, err := c.Write(wire); err != nil {
+		stop()
+		return nil, err
+	}
+	resp, err := http.ReadResponse(c.br, req)
+	// Informational answers (100 Continue, 103 Early Hints) precede the
+	// answer; 101 switches protocols, which a delivery never asks for.
+	for i := 0; err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols; i++ {
+		if i == 5 {
+			err = errors.New("too many informational answers")
+			break
+		}
+		resp, err = http.ReadResponse(c.br, req)
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	c.budget = math.MaxInt64
+	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop,
+		keep: !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+	return resp, nil
+}
+
+// exchangeErr is the error of a failed exchange as http.Transport words
+// it: the context's error when it was cancelled, context.DeadlineExceeded
+// when the deadline passed.
+func exchangeErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// body is an answer's body: read to its end and closed, it hands its
+// connection back to be kept; closed before, the connection is closed.
+type body struct {
+	io.ReadCloser
+	t    *transport
+	c    *conn
+	stop func() bool
+	keep bool // the answer allows keeping the connection
+	eof  bool
+	done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if b.done {
+		return nil
+	}
+	b.done = true
+	// stop reports false once the cancellation has run or started: its
+	// deadline may still land on the connection. An answer not read to
+	// its end closes the connection first, or net/http's Close would read
+	// the rest of it.
+	if !b.stop() || !b.eof || !b.keep || b.c.br.Buffered() > 0 {
+		b.c.Close()
+		b.ReadCloser.Close()
+		return nil
+	}
+	if err := b.ReadCloser.Close(); err != nil {
+		b.c.Close()
+		return err
+	}
+	b.t.put(b.c)
+	return nil
+}
+
+// connect dials key's host and, for https, makes the TLS handshake, all
+// within ctx.
+func (t *transport) connect(ctx context.Context, key hostKey) (*conn, error) {
+	addr := key.host
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil { // no port
+		host, port = addr, "80"
+		if key.scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	host = trimBrackets(host)
+	raw, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	nc := raw
+	if key.scheme == "https" {
+		cfg := &tls.Config{}
+		if t.tls != nil {
+			cfg = t.tls.Clone()
+		}
+		cfg.ServerName, cfg.NextProtos = host, []string{"http/1.1"}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	c := &conn{Conn: nc, key: key}
+	c.br = bufio.NewReaderSize(c, 4<<10)
+	return c, nil
+}
+
+func trimBrackets(host string) string {
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		return host[1 : len(host)-1]
+	}
+	return host
+}
+
+// get returns a kept connection to key's host, or nil.
+func (t *transport) get(key hostKey) (*conn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := t.idle[key]
+	for len(cs) > 0 {
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		cs = cs[:len(cs)-1]
+		if time.Since(c.idleAt) < t.idleTimeout {
+			t.idle[key] = cs
+			return c, true
+		}
+		c.Close()
+	}
+	delete(t.idle, key)
+	return nil, false
+}
+
+// put keeps c for the next request to its host.
+func (t *transport) put(c *conn) {
+	c.idleAt = time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.idle[c.key]) >= t.maxIdle {
+		c.Close()
+		return
+	}
+	if t.idle == nil {
+		t.idle = map[hostKey][]*conn{}
+	}
+	t.idle[c.key] = append(t.idle[c.key], c)
+	if t.reaper == nil {
+		t.reaper = time.AfterFunc(t.idleTimeout, t.reap)
+	}
+}
+
+// reap closes the connections idle past idleTimeout, and comes back while
+// some are kept.
+func (t *transport) reap() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reaper = nil
+	for key, cs := range t.idle {
+		kept := cs[:0]
+		for _, c := range cs {
+			if time.Since(c.idleAt) < t.idleTimeout {
+				kept = append(kept, c)
+			} else {
+				c.Close()
+			}
+		}
+		clear(cs[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, key)
+		} else {
+			t.idle[key] = kept
+		}
+	}
+	if len(t.idle) > 0 {
+		t.reaper = time.AfterFunc(t.idleTimeout/2, t.reap)
+	}
+}
+
+// CloseIdleConnections closes every kept connection.
+func (t *transport) CloseIdleConnections() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, cs := range t.idle {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	t.idle = nil
+}

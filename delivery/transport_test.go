@@ -1,0 +1,341 @@
+package delivery
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The deliveries' transport against real servers on 127.0.0.1: what it
+// keeps, what it sends again, and how an exchange ends.
+
+// countingServer is an httptest server that counts the connections it
+// accepted and the requests it served.
+type countingServer struct {
+	*httptest.Server
+	conns, requests atomic.Int64
+}
+
+func newCountingServer(t *testing.T, tlsOn bool, h http.HandlerFunc) *countingServer {
+	cs := &countingServer{}
+	cs.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cs.requests.Add(1)
+		h(w, r)
+	}))
+	cs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			cs.conns.Add(1)
+		}
+	}
+	if tlsOn {
+		cs.EnableHTTP2 = true // offered: the transport asks for HTTP/1.1
+		cs.StartTLS()
+	} else {
+		cs.Start()
+	}
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+// postTo POSTs body to url through tr within 5 s, reads the answer to its
+// end and closes it, and returns its status and body.
+func postTo(t *testing.T, tr *transport, ctx context.Context, url, body string) (int, string, error) {
+	t.Helper()
+	to, err := new(requests).to(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"evt_1"}}
+	resp, err := tr.post(ctx, time.Now().Add(5*time.Second), to, h, []byte(body))
+	if err != nil {
+		return 0, "", err
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(got), err
+}
+
+func testTransport() *transport { return newTransport(true, 5*time.Second) }
+
+// kept is the number of connections tr keeps.
+func kept(tr *transport) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, cs := range tr.idle {
+		n += len(cs)
+	}
+	return n
+}
+
+func TestTransportKeepsItsConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		handler   http.HandlerFunc
+		wantConns int64 // for 3 posts
+		wantKept  int
+	}{
+		{"a sized answer", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }, 1, 1},
+		{"a chunked answer", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "o")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "k")
+		}, 1, 1},
+		{"an empty answer", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }, 1, 1},
+		{"Connection: close", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "ok")
+		}, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newCountingServer(t, false, tc.handler)
+			tr := testTransport()
+			for i := range 3 {
+				status, _, err := postTo(t, tr, t.Context(), srv.URL+"/hook", fmt.Sprintf(`{"n":%d}`, i))
+				if err != nil || status/100 != 2 {
+					t.Fatalf("post %d: %d, %v", i, status, err)
+				}
+			}
+			if n := srv.conns.Load(); n != tc.wantConns {
+				t.Errorf("3 posts took %d connections, want %d", n, tc.wantConns)
+			}
+			if n := kept(tr); n != tc.wantKept {
+				t.Errorf("%d connections kept, want %d", n, tc.wantKept)
+			}
+		})
+	}
+}
+
+// The request on the wire: the POST line, Host, the headers given, the
+// body's length and the body, nothing else.
+func TestTransportSendsTheRequestAsGiven(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+	})
+	to, _ := new(requests).to(srv.URL + "/in/hook?tenant=a%20b")
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"demosvc"}, "Webhook-Id": {"evt_1"}}
+	resp, err := testTransport().post(t.Context(), time.Now().Add(5*time.Second), to, h, []byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Method != "POST" || got.URL.RequestURI() != "/in/hook?tenant=a%20b" || got.Host != strings.TrimPrefix(srv.URL, "http://") ||
+		got.ContentLength != 7 || string(body) != `{"a":1}` || got.Proto != "HTTP/1.1" {
+		t.Errorf("got %s %s %s host %s, %d bytes %q", got.Method, got.URL.RequestURI(), got.Proto, got.Host, got.ContentLength, body)
+	}
+	want := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"demosvc"}, "Webhook-Id": {"evt_1"}, "Content-Length": {"7"}}
+	if fmt.Sprint(got.Header) != fmt.Sprint(want) {
+		t.Errorf("headers %v, want %v", got.Header, want)
+	}
+}
+
+func TestTransportRefusesAHeaderThatWouldSplitTheRequest(t *testing.T) {
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	to, _ := new(requests).to(srv.URL)
+	for _, h := range []http.Header{{"X-A": {"1\r\nX-Injected: 1"}}, {"X-A\r\nX-B": {"1"}}, {"": {"1"}}} {
+		if _, err := testTransport().post(t.Context(), time.Now().Add(5*time.Second), to, h, nil); err == nil {
+			t.Errorf("header %q was sent", h)
+		}
+	}
+	if n := srv.requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+}
+
+// oneShotServer serves one request per connection and closes it without
+// saying so, as a receiver whose keep-alive timeout has passed does.
+func oneShotServer(t *testing.T) (url string, conns, requests *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns, requests = new(atomic.Int64), new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				requests.Add(1)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), conns, requests
+}
+
+func TestTransportSendsAgainOnANewConnectionWhenAKeptOneWasClosed(t *testing.T) {
+	url, conns, requests := oneShotServer(t)
+	tr := testTransport()
+	for i := range 3 {
+		if status, body, err := postTo(t, tr, t.Context(), url, "{}"); err != nil || status != 200 || body != "ok" {
+			t.Fatalf("post %d: %d %q %v", i, status, body, err)
+		}
+	}
+	// Each post after the first found its kept connection closed, and
+	// was sent once on a new one.
+	if c, r := conns.Load(), requests.Load(); c != 3 || r != 3 {
+		t.Errorf("%d connections, %d requests; want 3 and 3", c, r)
+	}
+}
+
+// rawServer answers every connection with the bytes of answer, whatever
+// it was sent.
+func rawServer(t *testing.T, answer string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, answer)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func TestTransportReadsAnAnswerAfterInformationalOnes(t *testing.T) {
+	url := rawServer(t, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"+
+		"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok")
+	if status, body, err := postTo(t, testTransport(), t.Context(), url, "{}"); err != nil || status != 202 || body != "ok" {
+		t.Errorf("%d %q %v; want 202 \"ok\"", status, body, err)
+	}
+}
+
+func TestTransportBoundsTheAnswersHead(t *testing.T) {
+	url := rawServer(t, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("x", maxResponseHeader)+"\r\n\r\n")
+	if _, _, err := postTo(t, testTransport(), t.Context(), url, "{}"); !errors.Is(err, errResponseHeaderTooLarge) {
+		t.Errorf("err %v, want %v", err, errResponseHeaderTooLarge)
+	}
+}
+
+// An answer closed before its end closes its connection at once: the
+// transport does not read the rest of it to keep the connection.
+func TestTransportClosesAConnectionWhoseAnswerWasNotRead(t *testing.T) {
+	quit := make(chan struct{})
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		io.WriteString(w, "0123456789")
+		w.(http.Flusher).Flush()
+		select { // the rest never comes
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	})
+	t.Cleanup(func() { close(quit) }) // before the server's Close
+	tr := testTransport()
+	to, _ := new(requests).to(srv.URL)
+	resp, err := tr.post(t.Context(), time.Now().Add(time.Hour), to, http.Header{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { resp.Body.Close(); close(closed) }()
+	recv(t, closed, "the answer's Close to return")
+	if n := kept(tr); n != 0 {
+		t.Errorf("%d connections kept, want none", n)
+	}
+}
+
+func TestTransportEndsAnExchangeAtItsDeadlineOrWhenCancelled(t *testing.T) {
+	arrived, quit := make(chan struct{}, 2), make(chan struct{})
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select { // answers never: the client gives up
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	})
+	t.Cleanup(func() { close(quit) }) // before the server's Close
+	tr := testTransport()
+	to, _ := new(requests).to(srv.URL)
+
+	_, err := tr.post(t.Context(), time.Now().Add(200*time.Millisecond), to, http.Header{}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past its deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+	recv(t, arrived, "the request")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.post(ctx, time.Now().Add(time.Hour), to, http.Header{}, nil)
+		done <- err
+	}()
+	recv(t, arrived, "the request")
+	cancel()
+	if err := recv(t, done, "the cancelled post to return"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want %v", err, context.Canceled)
+	}
+}
+
+// Over TLS the transport verifies the receiver's certificate against its
+// roots, speaks HTTP/1.1 though HTTP/2 is offered, and keeps the
+// connection; a certificate it does not trust ends the exchange.
+func TestTransportSpeaksHTTP1OverTLS(t *testing.T) {
+	var protos sync.Map
+	srv := newCountingServer(t, true, func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.Proto, true)
+		io.WriteString(w, "ok")
+	})
+	if _, _, err := postTo(t, testTransport(), t.Context(), srv.URL, "{}"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an untrusted certificate: %v", err)
+	}
+	tr := testTransport()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	tr.tls = &tls.Config{RootCAs: roots}
+	for i := range 3 {
+		if status, body, err := postTo(t, tr, t.Context(), srv.URL, "{}"); err != nil || status != 200 || body != "ok" {
+			t.Fatalf("post %d: %d %q %v", i, status, body, err)
+		}
+	}
+	if n := srv.conns.Load(); n != 2 { // the refused one, then one kept
+		t.Errorf("%d connections, want 2", n)
+	}
+	protos.Range(func(p, _ any) bool {
+		if p != "HTTP/1.1" {
+			t.Errorf("spoke %s", p)
+		}
+		return true
+	})
+}
