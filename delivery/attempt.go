@@ -72,6 +72,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 	// an HTTP answer to TLS named as http.Client names it.
 	resp, err := s.transport.post(ctx, began.Add(s.timeout), to, header, d.Body)
 	if err != nil {
+		keys.put(sg) // nothing holds its header block once post returns
 		var tlsErr tls.RecordHeaderError
 		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch

@@ -109,6 +109,7 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 			}
 			dp.mu.Unlock()
 			dp.wg.Wait()
+			dp.send.transport.CloseIdleConnections()
 			// A later Run (a cluster node that holds the dispatcher
 			// lease again) starts every loop afresh.
 			dp.mu.Lock()

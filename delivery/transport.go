@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -30,10 +31,11 @@ import (
 // compression.
 //
 // An exchange ends at its deadline, on the connection's own timers, and
-// at once when its context is cancelled. A request that fails on a kept
-// connection before a byte of its answer came back (the receiver closed
-// it while it was idle) is sent once more on a new one; a receiver dedupes
-// deliveries by their id in any case.
+// at once when its context is cancelled. A kept connection is peeked at
+// before it takes a request (idleBroken): one the receiver closed, or
+// wrote an answer nobody asked for to, is closed instead. A request whose
+// write fails on a kept connection before a byte left is sent once more
+// on a new one; a request that may have reached the receiver is not.
 type transport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls         *tls.Config // nil: the system's roots
@@ -87,22 +89,30 @@ var requestBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // when closed. The exchange ends at deadline; ctx's cancellation ends it
 // at once.
 func (t *transport) post(ctx context.Context, deadline time.Time, to *http.Request, header http.Header, body []byte) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	key := hostKey{to.URL.Scheme, to.URL.Host}
 	if key.scheme != "http" && key.scheme != "https" {
 		return nil, fmt.Errorf("unsupported protocol scheme %q", key.scheme)
 	}
 	buf := requestBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer requestBufs.Put(buf)
+	defer func() {
+		if buf.Cap() <= maxPooledRequest {
+			requestBufs.Put(buf)
+		}
+	}()
 	if err := writeRequest(buf, to, header, body); err != nil {
 		return nil, err
 	}
-	c, reused := t.get(key)
+	c := t.get(key)
 	for {
-		if c == nil {
+		reused := c != nil
+		if !reused {
 			var err error
 			dctx, cancel := context.WithDeadline(ctx, deadline)
-			c, err = t.connect(dctx, key)
+			c, err = t.connect(dctx, to.URL)
 			cancel()
 			if err != nil {
 				return nil, exchangeErr(ctx, err)
@@ -113,12 +123,27 @@ func (t *transport) post(ctx context.Context, deadline time.Time, to *http.Reque
 			return resp, nil
 		}
 		c.Close()
-		if !reused || c.read > 0 || ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		// A kept connection the receiver closed after get's peek fails
+		// its write before a byte leaves: sent once more, on a new one.
+		// Anything else may have reached the receiver, which a POST is
+		// not sent twice for (as http.Transport does not).
+		var nothing nothingWritten
+		if !reused || !errors.As(err, &nothing) || ctx.Err() != nil {
 			return nil, exchangeErr(ctx, err)
 		}
-		c, reused = nil, false // closed while idle: once more, on a new connection
+		c = nil
 	}
 }
+
+// nothingWritten is a write that failed before any of the request left.
+type nothingWritten struct{ err error }
+
+func (e nothingWritten) Error() string { return e.err.Error() }
+func (e nothingWritten) Unwrap() error { return e.err }
+
+// maxPooledRequest is the largest request buffer kept for another: a rare
+// large body does not pin its memory.
+const maxPooledRequest = 64 << 10
 
 // writeRequest writes a POST of body to req's URL, with header, as
 // HTTP/1.1 into buf: the request line, Host, the headers in no particular
@@ -196,8 +221,15 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 	// Cancelling the request ends a read or write under way.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	c.read, c.budget = 0, maxResponseHeader
-	if _, err := c.Write(wire); err != nil {
+	if err := ctx.Err(); err != nil { // AfterFunc's deadline lands in a goroutine of its own
 		stop()
+		return nil, err
+	}
+	if n, err := c.Write(wire); err != nil {
+		stop()
+		if n == 0 {
+			err = nothingWritten{err}
+		}
 		return nil, err
 	}
 	resp, err := http.ReadResponse(c.br, req)
@@ -275,25 +307,22 @@ func (b *body) Close() error {
 	return nil
 }
 
-// connect dials key's host and, for https, makes the TLS handshake, all
-// within ctx.
-func (t *transport) connect(ctx context.Context, key hostKey) (*conn, error) {
-	addr := key.host
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil { // no port
-		host, port = addr, "80"
-		if key.scheme == "https" {
+// connect dials u's host (at its port, or the scheme's) and, for https,
+// makes the TLS handshake, all within ctx.
+func (t *transport) connect(ctx context.Context, u *url.URL) (*conn, error) {
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
 			port = "443"
 		}
-		addr = net.JoinHostPort(host, port)
 	}
-	host = trimBrackets(host)
-	raw, err := t.dial(ctx, "tcp", addr)
+	raw, err := t.dial(ctx, "tcp", net.JoinHostPort(host, port))
 	if err != nil {
 		return nil, err
 	}
 	nc := raw
-	if key.scheme == "https" {
+	if u.Scheme == "https" {
 		cfg := &tls.Config{}
 		if t.tls != nil {
 			cfg = t.tls.Clone()
@@ -306,20 +335,17 @@ func (t *transport) connect(ctx context.Context, key hostKey) (*conn, error) {
 		}
 		nc = tc
 	}
-	c := &conn{Conn: nc, key: key}
+	c := &conn{Conn: nc, key: hostKey{u.Scheme, u.Host}}
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	return c, nil
 }
 
-func trimBrackets(host string) string {
-	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
-		return host[1 : len(host)-1]
-	}
-	return host
-}
-
-// get returns a kept connection to key's host, or nil.
-func (t *transport) get(key hostKey) (*conn, bool) {
+// get returns a kept connection to key's host that may take a request,
+// or nil. It closes those idle too long, and those the receiver closed or
+// wrote to while they were idle (idleBroken).
+func (t *transport) get(key hostKey) *conn {
+	var stale []*conn
+	defer func() { closeAll(stale) }() // not under t.mu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs := t.idle[key]
@@ -327,25 +353,26 @@ func (t *transport) get(key hostKey) (*conn, bool) {
 		c := cs[len(cs)-1]
 		cs[len(cs)-1] = nil
 		cs = cs[:len(cs)-1]
-		if time.Since(c.idleAt) < t.idleTimeout {
+		if time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) {
 			t.idle[key] = cs
-			return c, true
+			return c
 		}
-		c.Close()
+		stale = append(stale, c)
 	}
 	delete(t.idle, key)
-	return nil, false
+	return nil
 }
 
 // put keeps c for the next request to its host.
 func (t *transport) put(c *conn) {
 	c.idleAt = time.Now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if len(t.idle[c.key]) >= t.maxIdle {
+		t.mu.Unlock()
 		c.Close()
 		return
 	}
+	defer t.mu.Unlock()
 	if t.idle == nil {
 		t.idle = map[hostKey][]*conn{}
 	}
@@ -355,19 +382,26 @@ func (t *transport) put(c *conn) {
 	}
 }
 
-// reap closes the connections idle past idleTimeout, and comes back while
-// some are kept.
+// reap closes the connections idle for idleTimeout, and comes back when
+// the oldest left will have been.
 func (t *transport) reap() {
+	var stale []*conn
+	defer func() { closeAll(stale) }()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.reaper = nil
+	now := time.Now()
+	oldest := now
 	for key, cs := range t.idle {
 		kept := cs[:0]
 		for _, c := range cs {
-			if time.Since(c.idleAt) < t.idleTimeout {
+			if now.Sub(c.idleAt) < t.idleTimeout {
 				kept = append(kept, c)
+				if c.idleAt.Before(oldest) {
+					oldest = c.idleAt
+				}
 			} else {
-				c.Close()
+				stale = append(stale, c)
 			}
 		}
 		clear(cs[len(kept):])
@@ -378,18 +412,24 @@ func (t *transport) reap() {
 		}
 	}
 	if len(t.idle) > 0 {
-		t.reaper = time.AfterFunc(t.idleTimeout/2, t.reap)
+		t.reaper = time.AfterFunc(oldest.Add(t.idleTimeout).Sub(now), t.reap)
 	}
 }
 
 // CloseIdleConnections closes every kept connection.
 func (t *transport) CloseIdleConnections() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var all []*conn
 	for _, cs := range t.idle {
-		for _, c := range cs {
-			c.Close()
-		}
+		all = append(all, cs...)
 	}
 	t.idle = nil
+	t.mu.Unlock()
+	closeAll(all)
+}
+
+func closeAll(cs []*conn) {
+	for _, c := range cs {
+		c.Close()
+	}
 }

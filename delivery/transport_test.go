@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -157,49 +159,216 @@ func TestTransportRefusesAHeaderThatWouldSplitTheRequest(t *testing.T) {
 	}
 }
 
-// oneShotServer serves one request per connection and closes it without
-// saying so, as a receiver whose keep-alive timeout has passed does.
-func oneShotServer(t *testing.T) (url string, conns, requests *atomic.Int64) {
+// scriptedServer serves each connection with serve, numbered from 0,
+// and counts the connections and the requests read.
+type scriptedServer struct {
+	url             string
+	conns, requests atomic.Int64
+}
+
+func newScriptedServer(t *testing.T, serve func(n int64, c net.Conn, read func() bool)) *scriptedServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	conns, requests = new(atomic.Int64), new(atomic.Int64)
+	s := &scriptedServer{url: "http://" + ln.Addr().String()}
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			conns.Add(1)
+			n := s.conns.Add(1) - 1
 			go func() {
 				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				requests.Add(1)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				br := bufio.NewReader(c)
+				serve(n, c, func() bool {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return false
+					}
+					io.Copy(io.Discard, req.Body)
+					s.requests.Add(1)
+					return true
+				})
 			}()
 		}
 	}()
-	return "http://" + ln.Addr().String(), conns, requests
+	return s
 }
 
-func TestTransportSendsAgainOnANewConnectionWhenAKeptOneWasClosed(t *testing.T) {
-	url, conns, requests := oneShotServer(t)
+// keptBroken waits until the connection tr keeps reads as broken
+// (idleBroken): the receiver's close or its bytes have reached it.
+func keptBroken(t *testing.T, tr *transport) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the peek at a kept connection is Linux's")
+	}
+	waitFor(t, "the kept connection to read as broken", func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for _, cs := range tr.idle {
+			return len(cs) == 1 && idleBroken(cs[0].Conn)
+		}
+		return false
+	})
+}
+
+// A kept connection the receiver closed while it was idle does not take
+// the next request: it goes out on a new connection, once.
+func TestTransportDoesNotSendOnAConnectionClosedWhileIdle(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	srv := newScriptedServer(t, func(n int64, c net.Conn, read func() bool) {
+		if read() {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+		if n == 0 {
+			c.Close() // without a word, as a receiver's keep-alive timeout does
+			closed <- struct{}{}
+			return
+		}
+		for read() {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
 	tr := testTransport()
-	for i := range 3 {
-		if status, body, err := postTo(t, tr, t.Context(), url, "{}"); err != nil || status != 200 || body != "ok" {
-			t.Fatalf("post %d: %d %q %v", i, status, body, err)
+	if status, _, err := postTo(t, tr, t.Context(), srv.url, "{}"); err != nil || status != 200 {
+		t.Fatalf("first post: %d %v", status, err)
+	}
+	recv(t, closed, "the receiver to close the connection")
+	keptBroken(t, tr)
+	if status, body, err := postTo(t, tr, t.Context(), srv.url, "{}"); err != nil || status != 200 || body != "ok" {
+		t.Fatalf("second post: %d %q %v", status, body, err)
+	}
+	if c, r := srv.conns.Load(), srv.requests.Load(); c != 2 || r != 2 {
+		t.Errorf("%d connections, %d requests; want 2 and 2", c, r)
+	}
+}
+
+// An answer a receiver sends on an idle connection, which no request
+// asked for, is not taken for the next request's.
+func TestTransportDoesNotTakeAnUnaskedAnswerForTheNextOne(t *testing.T) {
+	unasked := make(chan struct{})
+	srv := newScriptedServer(t, func(n int64, c net.Conn, read func() bool) {
+		if n == 0 {
+			if read() {
+				io.WriteString(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+				<-unasked // once the answer was read and the connection kept
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+			}
+			io.Copy(io.Discard, c) // reads nothing more as a request
+			return
+		}
+		for read() {
+			io.WriteString(c, "HTTP/1.1 202 Accepted\r\nContent-Length: 5\r\n\r\nfresh")
+		}
+	})
+	tr := testTransport()
+	if status, _, err := postTo(t, tr, t.Context(), srv.url, "{}"); err != nil || status != 500 {
+		t.Fatalf("first post: %d %v", status, err)
+	}
+	if n := kept(tr); n != 1 {
+		t.Fatalf("%d connections kept, want 1", n)
+	}
+	close(unasked)
+	keptBroken(t, tr)
+	if status, body, err := postTo(t, tr, t.Context(), srv.url, "{}"); err != nil || status != 202 || body != "fresh" {
+		t.Errorf("second post: %d %q %v; want 202 \"fresh\"", status, body, err)
+	}
+}
+
+// failingConn fails its writes while fail is set: n bytes written, then
+// EPIPE.
+type failingConn struct {
+	net.Conn
+	fail *atomic.Int64 // -1: no failure; else the bytes written before it
+}
+
+func (c failingConn) Write(p []byte) (int, error) {
+	if n := c.fail.Load(); n >= 0 {
+		return int(n), syscall.EPIPE
+	}
+	return c.Conn.Write(p)
+}
+
+// A request whose write fails on a kept connection before a byte left is
+// sent once more on a new connection; one that may have reached the
+// receiver is not.
+func TestTransportSendsAgainOnlyWhatDidNotLeave(t *testing.T) {
+	for _, tc := range []struct {
+		written   int64
+		wantConns int64
+		wantErr   bool
+	}{{0, 2, false}, {10, 1, true}} {
+		t.Run(fmt.Sprintf("%d bytes written", tc.written), func(t *testing.T) {
+			srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			tr := testTransport()
+			fail := new(atomic.Int64)
+			fail.Store(-1)
+			var first atomic.Bool
+			dial := tr.dial
+			tr.dial = func(ctx context.Context, n, a string) (net.Conn, error) {
+				c, err := dial(ctx, n, a)
+				if err != nil || !first.CompareAndSwap(false, true) {
+					return c, err
+				}
+				return failingConn{Conn: c, fail: fail}, nil // the first connection only
+			}
+			if status, _, err := postTo(t, tr, t.Context(), srv.URL, "{}"); err != nil || status != 200 {
+				t.Fatalf("first post: %d %v", status, err)
+			}
+			fail.Store(tc.written)
+			status, _, err := postTo(t, tr, t.Context(), srv.URL, "{}")
+			if tc.wantErr != (err != nil) || err == nil && status != 200 {
+				t.Errorf("second post: %d %v", status, err)
+			}
+			if n := srv.conns.Load(); n != tc.wantConns {
+				t.Errorf("%d connections, want %d", n, tc.wantConns)
+			}
+		})
+	}
+}
+
+func TestTransportSendsNothingOnceCancelled(t *testing.T) {
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	tr := testTransport()
+	if status, _, err := postTo(t, tr, t.Context(), srv.URL, "{}"); err != nil || status != 200 {
+		t.Fatalf("first post: %d %v", status, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 20 {
+		if _, _, err := postTo(t, tr, ctx, srv.URL, "{}"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want %v", err, context.Canceled)
 		}
 	}
-	// Each post after the first found its kept connection closed, and
-	// was sent once on a new one.
-	if c, r := conns.Load(), requests.Load(); c != 3 || r != 3 {
-		t.Errorf("%d connections, %d requests; want 3 and 3", c, r)
+	if n := srv.requests.Load(); n != 1 {
+		t.Errorf("%d requests, want the first only", n)
+	}
+}
+
+// The address dialled: the URL's host at its port, or its scheme's.
+func TestTransportDialsTheURLsHostAndPort(t *testing.T) {
+	for url, want := range map[string]string{
+		"http://example.com/hook":      "example.com:80",
+		"https://example.com/hook":     "example.com:443",
+		"http://example.com:8080/hook": "example.com:8080",
+		"http://example.com:/hook":     "example.com:80",
+		"https://[2001:db8::1]/hook":   "[2001:db8::1]:443",
+		"http://[2001:db8::1]:9000/h":  "[2001:db8::1]:9000",
+		"https://192.0.2.7:8443/in":    "192.0.2.7:8443",
+	} {
+		tr := testTransport()
+		var got string
+		tr.dial = func(_ context.Context, _, addr string) (net.Conn, error) {
+			got = addr
+			return nil, errors.New("not dialled: the test only reads the address")
+		}
+		postTo(t, tr, t.Context(), url, "{}")
+		if got != want {
+			t.Errorf("%s dialled %q, want %q", url, got, want)
+		}
 	}
 }
 
