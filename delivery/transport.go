@@ -344,23 +344,31 @@ func (t *transport) connect(ctx context.Context, u *url.URL) (*conn, error) {
 // or nil. It closes those idle too long, and those the receiver closed or
 // wrote to while they were idle (idleBroken).
 func (t *transport) get(key hostKey) *conn {
-	var stale []*conn
-	defer func() { closeAll(stale) }() // not under t.mu
+	for {
+		c := t.pop(key)
+		if c == nil || time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) {
+			return c
+		}
+		c.Close()
+	}
+}
+
+// pop takes the most recently kept connection to key's host, or nil.
+func (t *transport) pop(key hostKey) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs := t.idle[key]
-	for len(cs) > 0 {
-		c := cs[len(cs)-1]
-		cs[len(cs)-1] = nil
-		cs = cs[:len(cs)-1]
-		if time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) {
-			t.idle[key] = cs
-			return c
-		}
-		stale = append(stale, c)
+	if len(cs) == 0 {
+		return nil
 	}
-	delete(t.idle, key)
-	return nil
+	c := cs[len(cs)-1]
+	cs[len(cs)-1] = nil
+	if cs = cs[:len(cs)-1]; len(cs) == 0 {
+		delete(t.idle, key)
+	} else {
+		t.idle[key] = cs
+	}
+	return c
 }
 
 // put keeps c for the next request to its host.
