@@ -192,13 +192,21 @@ func validHeaderName(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+		if !tokenChar[k[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// tokenChar says which bytes a token may hold: visible ASCII but the
+// delimiters.
+var tokenChar = func() (t [256]bool) {
+	for c := '!'; c <= '~'; c++ {
+		t[c] = !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c)
+	}
+	return t
+}()
 
 // validHeaderValue reports whether v holds no control character but tab.
 func validHeaderValue(v string) bool {
