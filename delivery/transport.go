@@ -309,6 +309,12 @@ func (b *body) Close() error {
 		b.c.Close()
 		return err
 	}
+	// Kept without the attempt's deadline: idleBroken's peek fails on a
+	// connection whose deadline has passed.
+	if err := b.c.SetDeadline(time.Time{}); err != nil {
+		b.c.Close()
+		return nil
+	}
 	b.t.put(b.c)
 	return nil
 }
@@ -348,15 +354,33 @@ func (t *transport) connect(ctx context.Context, u *url.URL) (*conn, error) {
 
 // get returns a kept connection to key's host that may take a request,
 // or nil. It closes those idle too long, and those the receiver closed or
-// wrote to while they were idle (idleBroken).
+// wrote to while they were idle (idleBroken, tlsBuffered).
 func (t *transport) get(key hostKey) *conn {
 	for {
 		c := t.pop(key)
-		if c == nil || time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) {
+		if c == nil || time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) && !tlsBuffered(c) {
 			return c
 		}
 		c.Close()
 	}
+}
+
+// tlsBuffered reports whether a kept TLS connection holds a record that
+// arrived with the last answer: tls.Conn reads what the socket has, so
+// the socket's peek does not see it. A read with a deadline in the past
+// returns such a record without a syscall, and fails at once otherwise (a
+// timeout leaves tls.Conn usable); exchange sets the next deadline. Run
+// after idleBroken, whose peek fails on a connection whose deadline has
+// passed.
+func tlsBuffered(c *conn) bool {
+	if _, ok := c.Conn.(*tls.Conn); !ok {
+		return false
+	}
+	if c.SetReadDeadline(time.Unix(1, 0)) != nil {
+		return true
+	}
+	_, err := c.br.Peek(1)
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // pop takes the most recently kept connection to key's host, or nil.

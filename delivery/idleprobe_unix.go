@@ -1,3 +1,5 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package delivery
 
 import (
@@ -10,7 +12,12 @@ import (
 // request: it has bytes to read (an answer nobody asked for, such as a 408
 // sent on an idle connection, which the next request would take for its
 // own), or the receiver closed it. It peeks at the socket without
-// waiting: one recvfrom(2). A connection it cannot peek at passes.
+// waiting: one recvfrom(2). A connection it cannot peek at passes. Over
+// TLS, a message the server sends on its own while the connection is idle
+// (a session ticket, a key update) reads as broken too: the connection is
+// closed and a new one made, which costs a handshake, never a delivery.
+// A record tls.Conn read with the last answer is not on the socket any
+// more: tlsBuffered looks for it.
 func idleBroken(nc net.Conn) bool {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
