@@ -29,6 +29,10 @@ type Attempt struct {
 	RequestHeaders  map[string]string `msgpack:"rq"`
 	ResponseHeaders map[string]string `msgpack:"rs"`
 	ResponseBody    []byte            `msgpack:"b"`
+	// answer is the answer's header as read, written as ResponseHeaders
+	// (each name's values joined with ", ") when that is nil: an attempt
+	// goes to its write without a map built only to be encoded.
+	answer http.Header
 }
 
 // Keys: 'd' + webhook id + 0x00 + 'a' + delivery id + serial (4 bytes,
@@ -59,16 +63,6 @@ func (s deliveryStore) attemptsOf(wh, id string) ([]Attempt, error) {
 		return nil
 	})
 	return out, err
-}
-
-// flatten is a header block as one value per name, in canonical form;
-// repeated headers are joined with ", " as HTTP allows.
-func flatten(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, vs := range h {
-		out[http.CanonicalHeaderKey(k)] = strings.Join(vs, ", ")
-	}
-	return out
 }
 
 // derived are the request headers setHeaders writes from the delivery and

@@ -1,7 +1,9 @@
 package delivery
 
 import (
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"demosvc/eventlog"
@@ -56,8 +58,27 @@ func appendAttempt(b []byte, a *Attempt) []byte {
 	b = msgp.AppendInt(msgp.AppendStr(b, "c"), int64(a.StatusCode))
 	b = msgp.AppendStr(msgp.AppendStr(b, "e"), a.Error)
 	b = appendHeaders(msgp.AppendStr(b, "rq"), a.RequestHeaders)
-	b = appendHeaders(msgp.AppendStr(b, "rs"), a.ResponseHeaders)
+	if a.ResponseHeaders == nil && a.answer != nil {
+		b = appendAnswerHeader(msgp.AppendStr(b, "rs"), a.answer)
+	} else {
+		b = appendHeaders(msgp.AppendStr(b, "rs"), a.ResponseHeaders)
+	}
 	return msgp.AppendBin(msgp.AppendStr(b, "b"), a.ResponseBody)
+}
+
+// appendAnswerHeader appends h as appendHeaders appends the map of its
+// names to their values joined with ", ".
+func appendAnswerHeader(b []byte, h http.Header) []byte {
+	b = msgp.AppendMapLen(b, len(h))
+	for k, vs := range h {
+		b = msgp.AppendStr(b, k)
+		if len(vs) == 1 {
+			b = msgp.AppendStr(b, vs[0])
+		} else {
+			b = msgp.AppendStr(b, strings.Join(vs, ", "))
+		}
+	}
+	return b
 }
 
 func appendHeaders(b []byte, h map[string]string) []byte {
@@ -75,7 +96,17 @@ func appendHeaders(b []byte, h map[string]string) []byte {
 // the names (20 bytes), a header or an integer of at most 9 bytes for each
 // value, and the variable bytes.
 func attemptSize(a *Attempt) int {
-	return 20 + 8*9 + len(a.Error) + headersSize(a.RequestHeaders) + headersSize(a.ResponseHeaders) + len(a.ResponseBody)
+	answer := headersSize(a.ResponseHeaders)
+	if a.ResponseHeaders == nil && a.answer != nil {
+		answer = 5
+		for k, vs := range a.answer {
+			answer += 10 + len(k) + 2*len(vs)
+			for _, v := range vs {
+				answer += len(v)
+			}
+		}
+	}
+	return 20 + 8*9 + len(a.Error) + headersSize(a.RequestHeaders) + answer + len(a.ResponseBody)
 }
 
 func headersSize(h map[string]string) int {

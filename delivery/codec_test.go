@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,6 +79,40 @@ func TestDeliveryEncodingIsMsgpacks(t *testing.T) {
 			}
 		}
 		w.release()
+	}
+}
+
+// An attempt's answer header, kept as read, is written as the map of its
+// names to their values joined with ", ", and reads back as that map.
+func TestAttemptAnswerHeaderIsWrittenAsItsMap(t *testing.T) {
+	r := randomCodecValues{rand.New(rand.NewPCG(5, 6))}
+	for i := 0; i < 300; i++ {
+		h := http.Header{}
+		want := map[string]string{}
+		names := r.rng.IntN(5)
+		if i == 0 {
+			names = 200 // past the slack of the other fields' bounds
+		}
+		for j := names; j > 0; j-- {
+			k := r.str() + strconv.Itoa(j)
+			var vs []string
+			for n := 1 + r.rng.IntN(3); n > 0; n-- {
+				vs = append(vs, r.str())
+			}
+			h[k], want[k] = vs, strings.Join(vs, ", ")
+		}
+		a := &Attempt{N: int(r.int()), StatusCode: int(r.int()), answer: h, ResponseBody: r.bin()}
+		got := appendAttempt(nil, a)
+		var back Attempt
+		if err := msgpack.Unmarshal(got, &back); err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(back.ResponseHeaders, want) || back.N != a.N || !bytes.Equal(back.ResponseBody, a.ResponseBody) {
+			t.Fatalf("attempt %d did not read back equal: %d names, want %d", i, len(back.ResponseHeaders), len(want))
+		}
+		if len(got) > attemptSize(a) {
+			t.Fatalf("attempt %d: %d bytes, more than attemptSize's %d", i, len(got), attemptSize(a))
+		}
 	}
 }
 
