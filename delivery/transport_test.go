@@ -474,7 +474,9 @@ func TestTransportExchangeSendsNothingOnceCancelled(t *testing.T) {
 	}
 }
 
-// The address dialled: the URL's host at its port, or its scheme's.
+// The address dialled: the URL's host at its port, or its scheme's. The
+// transport's dial is replaced: nothing is dialled and no name resolved,
+// and the addresses are documentation ones (RFC 5737, RFC 3849).
 func TestTransportDialsTheURLsHostAndPort(t *testing.T) {
 	for url, want := range map[string]string{
 		"http://example.com/hook":      "example.com:80",

@@ -196,9 +196,10 @@ func (c writeCounter) Write(p []byte) (int, error) {
 }
 
 // An attempt's request, headers and body, leaves in one write on the
-// delivery transport: net/http writes a body it knows to be in memory with
-// the headers and any other in a write of its own, which costs the
-// receiver a read and the machine several microseconds per delivery.
+// delivery transport: a body written after the headers, in a write of its
+// own (as http.Transport did with a body it did not know to be in
+// memory), costs the receiver a read and the machine several microseconds
+// per delivery.
 func TestARequestLeavesInOneWrite(t *testing.T) {
 	w := openWorld(t, "")
 	rv := newReceiver(t, nil)
