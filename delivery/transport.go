@@ -405,18 +405,19 @@ func (t *transport) pop(key hostKey) *conn {
 func (t *transport) put(c *conn) {
 	c.idleAt = time.Now()
 	t.mu.Lock()
-	if len(t.idle[c.key]) >= t.maxIdle {
-		t.mu.Unlock()
-		c.Close()
-		return
+	full := len(t.idle[c.key]) >= t.maxIdle
+	if !full {
+		if t.idle == nil {
+			t.idle = map[hostKey][]*conn{}
+		}
+		t.idle[c.key] = append(t.idle[c.key], c)
+		if t.reaper == nil {
+			t.reaper = time.AfterFunc(t.idleTimeout, t.reap)
+		}
 	}
-	defer t.mu.Unlock()
-	if t.idle == nil {
-		t.idle = map[hostKey][]*conn{}
-	}
-	t.idle[c.key] = append(t.idle[c.key], c)
-	if t.reaper == nil {
-		t.reaper = time.AfterFunc(t.idleTimeout, t.reap)
+	t.mu.Unlock()
+	if full {
+		c.Close() // not under t.mu
 	}
 }
 

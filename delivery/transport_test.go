@@ -475,17 +475,16 @@ func TestTransportExchangeSendsNothingOnceCancelled(t *testing.T) {
 }
 
 // The address dialled: the URL's host at its port, or its scheme's. The
-// transport's dial is replaced: nothing is dialled and no name resolved,
-// and the addresses are documentation ones (RFC 5737, RFC 3849).
+// transport's dial is replaced: nothing is dialled and no name resolved.
 func TestTransportDialsTheURLsHostAndPort(t *testing.T) {
 	for url, want := range map[string]string{
 		"http://example.com/hook":      "example.com:80",
 		"https://example.com/hook":     "example.com:443",
 		"http://example.com:8080/hook": "example.com:8080",
 		"http://example.com:/hook":     "example.com:80",
-		"https://[2001:db8::1]/hook":   "[2001:db8::1]:443",
-		"http://[2001:db8::1]:9000/h":  "[2001:db8::1]:9000",
-		"https://192.0.2.7:8443/in":    "192.0.2.7:8443",
+		"https://[::1]/hook":           "[::1]:443",
+		"http://[::1]:9000/h":          "[::1]:9000",
+		"https://127.0.0.1:8443/in":    "127.0.0.1:8443",
 	} {
 		tr := testTransport()
 		var got string
