@@ -35,7 +35,12 @@ import (
 // before it takes a request (idleBroken): one the receiver closed, or
 // wrote an answer nobody asked for to, is closed instead. A request whose
 // write fails on a kept connection before a byte left is sent once more
-// on a new one; a request that may have reached the receiver is not.
+// on a new one; a request that may have reached the receiver is not. An
+// answer given before the request was read to its end (a 401, a 413)
+// is read even when the write then failed, and its connection closed. A
+// delivery's body is a few KiB, which the sockets' buffers take whole: a
+// receiver that answers early and then neither reads nor closes ends the
+// exchange at its deadline only for a request far larger than that.
 type transport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tls         *tls.Config // nil: the system's roots
@@ -231,31 +236,46 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 		stop()
 		return nil, err
 	}
-	if n, err := c.Write(wire); err != nil {
+	n, werr := c.Write(wire)
+	if werr != nil && n == 0 {
 		stop()
-		if n == 0 {
-			err = nothingWritten{err}
-		}
-		return nil, err
+		return nil, nothingWritten{werr}
 	}
-	resp, err := http.ReadResponse(c.br, req)
-	// Informational answers (100 Continue, 103 Early Hints) precede the
-	// answer; 101 switches protocols, which a delivery never asks for.
-	for i := 0; err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols; i++ {
-		if i == 5 {
-			err = errors.New("too many informational answers")
-			break
-		}
-		resp, err = http.ReadResponse(c.br, req)
-	}
+	// A write that failed part-way may have met an answer the receiver
+	// gave before reading the whole request (a 401, a 413, a 410), then
+	// closing: that answer is read as any other, and the connection is
+	// not kept. Without one, the write's error is the attempt's.
+	resp, err := readAnswer(c, req)
 	if err != nil {
 		stop()
+		if werr != nil {
+			return nil, werr
+		}
 		return nil, err
 	}
 	c.budget = math.MaxInt64
 	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop,
-		keep: !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+		keep: werr == nil && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
 	return resp, nil
+}
+
+// readAnswer reads the head of the answer on c. Informational answers
+// (100 Continue, 103 Early Hints) precede it; 101 switches protocols,
+// which a delivery never asks for.
+func readAnswer(c *conn, req *http.Request) (*http.Response, error) {
+	resp, err := http.ReadResponse(c.br, req)
+	for i := 0; err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols; i++ {
+		if i == 5 {
+			return nil, errors.New("too many informational answers")
+		}
+		resp, err = http.ReadResponse(c.br, req)
+	}
+	if err != nil && c.budget <= 0 {
+		// The budget can cut a header line anywhere, which textproto
+		// may report as a malformed line before the budget's error.
+		return nil, errResponseHeaderTooLarge
+	}
+	return resp, err
 }
 
 // exchangeErr is the error of a failed exchange as http.Transport words

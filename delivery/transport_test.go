@@ -534,9 +534,34 @@ func TestTransportReadsAnAnswerAfterInformationalOnes(t *testing.T) {
 }
 
 func TestTransportBoundsTheAnswersHead(t *testing.T) {
-	url := rawServer(t, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("x", maxResponseHeader)+"\r\n\r\n")
-	if _, _, err := postTo(t, testTransport(), t.Context(), url, "{}"); !errors.Is(err, errResponseHeaderTooLarge) {
-		t.Errorf("err %v, want %v", err, errResponseHeaderTooLarge)
+	// One long line, and many short ones: the bound may cut a line in two,
+	// which is still the bound's error, not a malformed header.
+	var many strings.Builder
+	for many.Len() < 2*maxResponseHeader {
+		many.WriteString("X-Header-With-A-Long-Name: v\r\n")
+	}
+	for _, head := range []string{"X-Big: " + strings.Repeat("x", maxResponseHeader) + "\r\n", many.String()} {
+		url := rawServer(t, "HTTP/1.1 200 OK\r\n"+head+"\r\n")
+		if _, _, err := postTo(t, testTransport(), t.Context(), url, "{}"); !errors.Is(err, errResponseHeaderTooLarge) {
+			t.Errorf("err %v, want %v", err, errResponseHeaderTooLarge)
+		}
+	}
+}
+
+// A receiver may answer before it has read the whole request (a 401, a
+// 413, a 410) and close: the write then fails part-way, and the answer
+// waiting on the socket is still the attempt's. rawServer reads only the
+// request's head; a body of 16 MiB is more than the sockets' buffers on
+// both sides can hold, so the write is still under way when it closes.
+func TestTransportReadsAnAnswerGivenBeforeTheRequestWasRead(t *testing.T) {
+	url := rawServer(t, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\nno")
+	tr := testTransport()
+	status, got, err := postTo(t, tr, t.Context(), url, strings.Repeat("x", 16<<20))
+	if err != nil || status != http.StatusRequestEntityTooLarge || got != "no" {
+		t.Fatalf("status %d, body %q, err %v; want 413 and its body", status, got, err)
+	}
+	if n := kept(tr); n != 0 {
+		t.Errorf("%d connections kept; the one whose request was cut short must be closed", n)
 	}
 }
 
