@@ -109,6 +109,11 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 		r.err = ctx.Err() // the webhook was deleted meanwhile
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, context.DeadlineExceeded)
+	default:
+		// An answer that breaks off (cut short, a malformed chunk) is no
+		// complete answer, whatever its status said: the whole exchange
+		// decides (DESIGN.md), as for one that stalls.
+		r.err = fmt.Errorf("reading the answer's body: %w", err)
 	}
 	r.retryAfter = retryAfter(r.status, resp.Header.Get("Retry-After"))
 	return r

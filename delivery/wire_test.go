@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -155,6 +156,10 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 				conn.Close()
 			}
 		}, false, StatusFailed, "EOF"},
+		{"an answer cut short is a failure", rawAnswer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nok"),
+			false, StatusFailed, "reading the answer's body: unexpected EOF"},
+		{"a malformed chunked answer is a failure", rawAnswer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+			false, StatusFailed, "reading the answer's body: invalid byte in chunk length"},
 		{"a redirect is a failure", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example.com/", http.StatusFound)
 		}, false, StatusFailed, "the receiver answered 302 Found"},
@@ -181,6 +186,18 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 				t.Errorf("status %s, last_error %q; want %s with %q", d.Status, d.LastError, tc.status, tc.lastError)
 			}
 		})
+	}
+}
+
+// rawAnswer answers with the bytes of answer, as they are, then closes.
+func rawAnswer(answer string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, answer)
 	}
 }
 
