@@ -49,7 +49,8 @@ type transport struct {
 
 	mu     sync.Mutex
 	idle   map[hostKey][]*conn // most recently used last
-	reaper *time.Timer         // closes connections idle past idleTimeout
+	reaper *time.Timer         // closes connections kept past their expiry
+	reapAt time.Time           // when reaper runs
 }
 
 type hostKey struct{ scheme, host string }
@@ -68,7 +69,12 @@ type conn struct {
 	key    hostKey
 	br     *bufio.Reader
 	budget int64 // bytes the answer's head may still take
-	idleAt time.Time
+	// idleFor is how long it may be kept idle: the transport's
+	// idleTimeout, or less when the receiver's last answer said it closes
+	// idle connections sooner (keepAliveFor). expires is its end, from
+	// the moment it was kept.
+	idleFor time.Duration
+	expires time.Time
 }
 
 func (c *conn) Read(p []byte) (int, error) {
@@ -254,9 +260,33 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 		return nil, err
 	}
 	c.budget = math.MaxInt64
+	c.idleFor = keepAliveFor(resp.Header["Keep-Alive"], t.idleTimeout)
 	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop,
-		keep: werr == nil && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+		keep: werr == nil && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols && c.idleFor > 0}
 	return resp, nil
+}
+
+// keepAliveFor is how long a connection whose answer had the Keep-Alive
+// header values vs may be kept idle: at most max, and a second less than
+// the receiver's "timeout=N" (RFC 2068, 19.7.1.1; Node.js sends
+// "timeout=5" by default), so that a request is not sent just as the
+// receiver closes the connection, which fails the attempt (a POST is not
+// sent twice). 0 or less: not kept.
+func keepAliveFor(vs []string, max time.Duration) time.Duration {
+	for _, v := range vs {
+		for param := range strings.SplitSeq(v, ",") {
+			name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "timeout") {
+				continue
+			}
+			secs, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
+			if err != nil {
+				continue
+			}
+			return min(max, time.Duration(secs)*time.Second-time.Second)
+		}
+	}
+	return max
 }
 
 // readAnswer reads the head of the answer on c. Informational answers
@@ -378,7 +408,7 @@ func (t *transport) connect(ctx context.Context, u *url.URL) (*conn, error) {
 func (t *transport) get(key hostKey) *conn {
 	for {
 		c := t.pop(key)
-		if c == nil || time.Since(c.idleAt) < t.idleTimeout && !idleBroken(c.Conn) && !tlsBuffered(c) {
+		if c == nil || time.Now().Before(c.expires) && !idleBroken(c.Conn) && !tlsBuffered(c) {
 			return c
 		}
 		c.Close()
@@ -423,7 +453,7 @@ func (t *transport) pop(key hostKey) *conn {
 
 // put keeps c for the next request to its host.
 func (t *transport) put(c *conn) {
-	c.idleAt = time.Now()
+	c.expires = time.Now().Add(c.idleFor)
 	t.mu.Lock()
 	full := len(t.idle[c.key]) >= t.maxIdle
 	if !full {
@@ -431,8 +461,13 @@ func (t *transport) put(c *conn) {
 			t.idle = map[hostKey][]*conn{}
 		}
 		t.idle[c.key] = append(t.idle[c.key], c)
-		if t.reaper == nil {
-			t.reaper = time.AfterFunc(t.idleTimeout, t.reap)
+		switch {
+		case t.reaper == nil:
+			t.reaper, t.reapAt = time.AfterFunc(c.idleFor, t.reap), c.expires
+		case c.expires.Before(t.reapAt):
+			// A reap already under way runs once more: no harm.
+			t.reaper.Reset(c.idleFor)
+			t.reapAt = c.expires
 		}
 	}
 	t.mu.Unlock()
@@ -441,8 +476,8 @@ func (t *transport) put(c *conn) {
 	}
 }
 
-// reap closes the connections idle for idleTimeout, and comes back when
-// the oldest left will have been.
+// reap closes the connections kept past their expiry, and comes back
+// when the first left expires.
 func (t *transport) reap() {
 	var stale []*conn
 	defer func() { closeAll(stale) }()
@@ -450,14 +485,14 @@ func (t *transport) reap() {
 	defer t.mu.Unlock()
 	t.reaper = nil
 	now := time.Now()
-	oldest := now
+	next := now.Add(t.idleTimeout) // no connection expires later
 	for key, cs := range t.idle {
 		kept := cs[:0]
 		for _, c := range cs {
-			if now.Sub(c.idleAt) < t.idleTimeout {
+			if now.Before(c.expires) {
 				kept = append(kept, c)
-				if c.idleAt.Before(oldest) {
-					oldest = c.idleAt
+				if c.expires.Before(next) {
+					next = c.expires
 				}
 			} else {
 				stale = append(stale, c)
@@ -471,7 +506,7 @@ func (t *transport) reap() {
 		}
 	}
 	if len(t.idle) > 0 {
-		t.reaper = time.AfterFunc(oldest.Add(t.idleTimeout).Sub(now), t.reap)
+		t.reaper, t.reapAt = time.AfterFunc(next.Sub(now), t.reap), next
 	}
 }
 

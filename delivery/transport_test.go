@@ -101,6 +101,14 @@ func TestTransportKeepsItsConnections(t *testing.T) {
 			w.Header().Set("Connection", "close")
 			io.WriteString(w, "ok")
 		}, 3, 0},
+		{"Keep-Alive: timeout=5", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Keep-Alive", "timeout=5")
+			io.WriteString(w, "ok")
+		}, 1, 1},
+		{"Keep-Alive: timeout=1, too short to keep", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Keep-Alive", "timeout=1")
+			io.WriteString(w, "ok")
+		}, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newCountingServer(t, false, tc.handler)
@@ -118,6 +126,62 @@ func TestTransportKeepsItsConnections(t *testing.T) {
 				t.Errorf("%d connections kept, want %d", n, tc.wantKept)
 			}
 		})
+	}
+}
+
+// A receiver that says it closes idle connections after N seconds
+// (Keep-Alive: timeout=N, as Node.js does after 5) has its connections
+// kept a second less, so that no request is sent just as it closes one;
+// a connection past that is not used again.
+func TestTransportKeepsAConnectionNoLongerThanTheReceiverDoes(t *testing.T) {
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Keep-Alive", "timeout=5, max=1000")
+		io.WriteString(w, "ok")
+	})
+	tr := testTransport()
+	before := time.Now()
+	if status, _, err := postTo(t, tr, t.Context(), srv.URL, "{}"); err != nil || status != 200 {
+		t.Fatalf("post: %d %v", status, err)
+	}
+	after := time.Now()
+	tr.mu.Lock()
+	c := tr.idle[hostKey{"http", strings.TrimPrefix(srv.URL, "http://")}][0]
+	expires := c.expires
+	// As if those 4 s had passed: the clock of expiry is the real one.
+	c.expires = time.Now().Add(-time.Millisecond)
+	tr.mu.Unlock()
+	if expires.Before(before.Add(4*time.Second)) || expires.After(after.Add(4*time.Second)) {
+		t.Errorf("kept until %v after the post, want 4s", expires.Sub(before))
+	}
+	if status, _, err := postTo(t, tr, t.Context(), srv.URL, "{}"); err != nil || status != 200 {
+		t.Fatalf("second post: %d %v", status, err)
+	}
+	if n := srv.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: an expired one is not used", n)
+	}
+}
+
+func TestKeepAliveFor(t *testing.T) {
+	const max = 90 * time.Second
+	for _, tc := range []struct {
+		vs   []string
+		want time.Duration
+	}{
+		{nil, max},
+		{[]string{"timeout=5"}, 4 * time.Second},
+		{[]string{"timeout=5, max=1000"}, 4 * time.Second},
+		{[]string{"max=10 , Timeout = 3"}, 2 * time.Second},
+		{[]string{"max=3", "timeout=7"}, 6 * time.Second},
+		{[]string{"timeout=1"}, 0},
+		{[]string{"timeout=0"}, -time.Second},
+		{[]string{"timeout=600"}, max},
+		{[]string{"timeout=abc"}, max},
+		{[]string{"timeout=-5"}, max},
+		{[]string{"timeouts=2"}, max},
+	} {
+		if got := keepAliveFor(tc.vs, max); got != tc.want {
+			t.Errorf("keepAliveFor(%q) = %v, want %v", tc.vs, got, tc.want)
+		}
 	}
 }
 
