@@ -464,10 +464,10 @@ func (t *transport) put(c *conn) {
 		switch {
 		case t.reaper == nil:
 			t.reaper, t.reapAt = time.AfterFunc(c.idleFor, t.reap), c.expires
-		case c.expires.Before(t.reapAt):
-			// A reap already under way runs once more: no harm.
-			t.reaper.Reset(c.idleFor)
-			t.reapAt = c.expires
+		case c.expires.Before(t.reapAt) && t.reaper.Stop():
+			// Sooner. A reaper that could not be stopped is under way, and
+			// comes back for c once it has the lock.
+			t.reaper, t.reapAt = time.AfterFunc(c.idleFor, t.reap), c.expires
 		}
 	}
 	t.mu.Unlock()

@@ -161,6 +161,38 @@ func TestTransportKeepsAConnectionNoLongerThanTheReceiverDoes(t *testing.T) {
 	}
 }
 
+// The reaper closes a connection when it expires, and comes sooner for a
+// connection that expires before the one it was waiting for.
+func TestTransportReapsAConnectionWhenItExpires(t *testing.T) {
+	plain := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	brief := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Keep-Alive", "timeout=2") // kept for 1 s
+		io.WriteString(w, "ok")
+	})
+	tr := testTransport()
+	tr.idleTimeout = time.Hour // the reaper's first wait, for plain's connection
+	for _, url := range []string{plain.URL, brief.URL} {
+		if status, _, err := postTo(t, tr, t.Context(), url, "{}"); err != nil || status != 200 {
+			t.Fatalf("post to %s: %d %v", url, status, err)
+		}
+	}
+	if n := kept(tr); n != 2 {
+		t.Fatalf("%d connections kept, want 2", n)
+	}
+	// Bounds a failing test only: the reaper's first wait is an hour.
+	for deadline := time.Now().Add(30 * time.Second); kept(tr) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections kept 30 s on; brief's should have been closed after 1 s", kept(tr))
+		}
+	}
+	tr.mu.Lock()
+	_, left := tr.idle[hostKey{"http", strings.TrimPrefix(plain.URL, "http://")}]
+	tr.mu.Unlock()
+	if !left {
+		t.Error("the connection closed is not the one that expired")
+	}
+}
+
 func TestKeepAliveFor(t *testing.T) {
 	const max = 90 * time.Second
 	for _, tc := range []struct {
