@@ -107,13 +107,22 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 	case err == nil:
 	case ctx.Err() != nil:
 		r.err = ctx.Err() // the webhook was deleted meanwhile
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		r.err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, context.DeadlineExceeded)
 	default:
-		// An answer that breaks off (cut short, a malformed chunk) is no
-		// complete answer, whatever its status said: the whole exchange
-		// decides (DESIGN.md), as for one that stalls.
-		r.err = fmt.Errorf("reading the answer's body: %w", err)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("the whole exchange took longer than %s: %w", s.timeout, context.DeadlineExceeded)
+		} else {
+			err = fmt.Errorf("reading the answer's body: %w", err)
+		}
+		if r.status/100 == 2 {
+			// A 2xx succeeds with its whole answer only (DESIGN.md: the
+			// whole exchange within delivery.timeout): one that stalls or
+			// breaks off (cut short, a malformed chunk) fails.
+			r.err = err
+		} else {
+			// Any other status fails, or disables (410), by itself: the
+			// body's error is the attempt detail's.
+			r.detail.Error = err.Error()
+		}
 	}
 	r.retryAfter = retryAfter(r.status, resp.Header.Get("Retry-After"))
 	return r

@@ -37,7 +37,8 @@ import (
 // write fails on a kept connection before a byte left is sent once more
 // on a new one; a request that may have reached the receiver is not. An
 // answer given before the request was read to its end (a 401, a 413)
-// is read even when the write then failed, and its connection closed. A
+// is read even when the write then failed, and its connection closed; a
+// 2xx given so is an error, the request not having been taken whole. A
 // delivery's body is a few KiB, which the sockets' buffers take whole: a
 // receiver that answers early and then neither reads nor closes ends the
 // exchange at its deadline only for a request far larger than that.
@@ -259,6 +260,12 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 		}
 		return nil, err
 	}
+	if werr != nil && resp.StatusCode/100 == 2 {
+		// A receiver cannot have taken a request it did not read to its
+		// end: a 2xx before it is no success (its connection is closed).
+		stop()
+		return nil, fmt.Errorf("the receiver answered %d before the whole request was sent: %w", resp.StatusCode, werr)
+	}
 	c.budget = math.MaxInt64
 	c.idleFor = keepAliveFor(resp.Header["Keep-Alive"], t.idleTimeout)
 	resp.Body = &body{ReadCloser: resp.Body, t: t, c: c, stop: stop,
@@ -274,12 +281,14 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 // sent twice). 0 or less: not kept.
 func keepAliveFor(vs []string, max time.Duration) time.Duration {
 	for _, v := range vs {
-		for param := range strings.SplitSeq(v, ",") {
+		// Parameters are separated by commas (some servers write
+		// semicolons), a value may be quoted.
+		for param := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || r == ';' }) {
 			name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
 			if !strings.EqualFold(strings.TrimSpace(name), "timeout") {
 				continue
 			}
-			secs, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
+			secs, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 32)
 			if err != nil {
 				continue
 			}

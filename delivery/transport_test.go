@@ -166,7 +166,7 @@ func TestTransportKeepsAConnectionNoLongerThanTheReceiverDoes(t *testing.T) {
 func TestTransportReapsAConnectionWhenItExpires(t *testing.T) {
 	plain := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	brief := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Keep-Alive", "timeout=2") // kept for 1 s
+		w.Header().Set("Keep-Alive", "timeout=3") // kept for 2 s
 		io.WriteString(w, "ok")
 	})
 	tr := testTransport()
@@ -182,7 +182,7 @@ func TestTransportReapsAConnectionWhenItExpires(t *testing.T) {
 	// Bounds a failing test only: the reaper's first wait is an hour.
 	for deadline := time.Now().Add(30 * time.Second); kept(tr) != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections kept 30 s on; brief's should have been closed after 1 s", kept(tr))
+			t.Fatalf("%d connections kept 30 s on; brief's should have been closed after 2 s", kept(tr))
 		}
 	}
 	tr.mu.Lock()
@@ -202,6 +202,8 @@ func TestKeepAliveFor(t *testing.T) {
 		{nil, max},
 		{[]string{"timeout=5"}, 4 * time.Second},
 		{[]string{"timeout=5, max=1000"}, 4 * time.Second},
+		{[]string{`timeout="5"`}, 4 * time.Second},
+		{[]string{"timeout=5;max=100"}, 4 * time.Second},
 		{[]string{"max=10 , Timeout = 3"}, 2 * time.Second},
 		{[]string{"max=3", "timeout=7"}, 6 * time.Second},
 		{[]string{"timeout=1"}, 0},
@@ -602,6 +604,11 @@ func rawServer(t *testing.T, answer string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawServerOn(t, ln, answer)
+}
+
+// rawServerOn is rawServer on ln.
+func rawServerOn(t *testing.T, ln net.Listener, answer string) string {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -646,18 +653,43 @@ func TestTransportBoundsTheAnswersHead(t *testing.T) {
 
 // A receiver may answer before it has read the whole request (a 401, a
 // 413, a 410) and close: the write then fails part-way, and the answer
-// waiting on the socket is still the attempt's. rawServer reads only the
-// request's head; a body of 16 MiB is more than the sockets' buffers on
-// both sides can hold, so the write is still under way when it closes.
+// waiting on the socket is still the attempt's. The receiver reads only
+// the request's head; a body of 4 MiB is far more than the sockets'
+// buffers of 64 KiB on both sides hold, so the write is still under way
+// when it closes. A 2xx answered so is no success: the request was not
+// taken whole.
 func TestTransportReadsAnAnswerGivenBeforeTheRequestWasRead(t *testing.T) {
-	url := rawServer(t, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\nno")
-	tr := testTransport()
-	status, got, err := postTo(t, tr, t.Context(), url, strings.Repeat("x", 16<<20))
+	early := func(answer string) string {
+		lc := net.ListenConfig{Control: smallSocketBuffers}
+		ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rawServerOn(t, ln, answer)
+	}
+	newTr := func() *transport {
+		tr := testTransport()
+		tr.dial = (&net.Dialer{Control: smallSocketBuffers}).DialContext
+		return tr
+	}
+	body := strings.Repeat("x", 4<<20)
+
+	tr := newTr()
+	status, got, err := postTo(t, tr, t.Context(), early("HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\nno"), body)
 	if err != nil || status != http.StatusRequestEntityTooLarge || got != "no" {
 		t.Fatalf("status %d, body %q, err %v; want 413 and its body", status, got, err)
 	}
 	if n := kept(tr); n != 0 {
 		t.Errorf("%d connections kept; the one whose request was cut short must be closed", n)
+	}
+
+	tr = newTr()
+	status, _, err = postTo(t, tr, t.Context(), early("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), body)
+	if err == nil || !strings.Contains(err.Error(), "the receiver answered 200 before the whole request was sent") {
+		t.Errorf("status %d, err %v; want the early 200 refused", status, err)
+	}
+	if n := kept(tr); n != 0 {
+		t.Errorf("%d connections kept after an early 200", n)
 	}
 }
 

@@ -160,6 +160,10 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 			false, StatusFailed, "reading the answer's body: unexpected EOF"},
 		{"a malformed chunked answer is a failure", rawAnswer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
 			false, StatusFailed, "reading the answer's body: invalid byte in chunk length"},
+		{"a 500 cut short fails as a 500", rawAnswer("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\nok"),
+			false, StatusFailed, "the receiver answered 500 Internal Server Error"},
+		{"a 410 cut short still disables", rawAnswer("HTTP/1.1 410 Gone\r\nContent-Length: 100\r\n\r\nok"),
+			false, StatusFailed, "410 Gone; the webhook is disabled"},
 		{"a redirect is a failure", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example.com/", http.StatusFound)
 		}, false, StatusFailed, "the receiver answered 302 Found"},
