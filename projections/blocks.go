@@ -15,9 +15,9 @@ import (
 // 27% of the server's CPU as a benchmark's state grew to a million
 // sessions (issue 14). The state now takes these values from shared
 // blocks: a million sessions are about twenty thousand of them. Nothing a
-// block holds is ever removed from the state, so no block holds memory
-// that is no longer used, but for the text of a replay URL or a
-// meeting changed later, and the seqs a timeline left when it moved.
+// block holds is ever removed from the state or changed (a session ends
+// once, a second meeting is refused), so no block holds memory that is no
+// longer used, but for the seqs a timeline left when it moved.
 //
 // Sessions and contacts then hold no pointer at all (model.go): what they
 // refer to they name by number, strings by textRef, timelines by
@@ -412,6 +412,11 @@ func (t *table[T]) len() int { return int(t.n) }
 // its first listChunk values in head, grown by doubling, and the rest in
 // chunks of listChunk, each allocated whole. The encoder of a snapshot reads a list
 // only under the state's read lock: add may replace head and *rest.
+//
+// A copy of a list shares head's spare room and *rest with the original
+// (keepAgent keeps one for a snapshot's cut, contactMore's growth moves
+// one): only one of them may be added to, or each would write over the
+// other's values.
 type list[T any] struct {
 	head []T
 	rest *[][]T // nil until head is full

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	"demosvc/eventlog"
@@ -74,15 +75,30 @@ func (p *Projections) AccountSeqAt(account string, at time.Time) (uint64, error)
 			n = t.events.len()
 		}
 	})
+	// Each step takes the read lock again, so that the writer is not kept
+	// out while the log is read. Records are only ever added, so the
+	// search stands, unless a failed commit's rebuild found the log
+	// unreadable and left an empty state in between.
+	var gone error
 	seqAt := func(i int) (seq uint64) {
-		p.View(func(s *State) { seq = s.tenants[account].events.at(i) })
+		p.View(func(s *State) {
+			if t := s.tenants[account]; t != nil && i < t.events.len() {
+				seq = t.events.at(i)
+			} else {
+				gone = fmt.Errorf("%w: the state was rebuilt during a search of the account's records", eventlog.ErrUnavailable)
+			}
+		})
 		return seq
 	}
 	lo, hi := 0, n // the first record after at
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		var after bool
-		if err := p.log.Read(seqAt(m), seqAt(m), func(rec *eventlog.Record) error {
+		seq := seqAt(m)
+		if gone != nil {
+			return 0, gone
+		}
+		if err := p.log.Read(seq, seq, func(rec *eventlog.Record) error {
 			after = rec.Time.After(at)
 			return nil
 		}); err != nil {
@@ -97,7 +113,8 @@ func (p *Projections) AccountSeqAt(account string, at time.Time) (uint64, error)
 	if lo == 0 {
 		return 0, nil
 	}
-	return seqAt(lo - 1), nil
+	seq := seqAt(lo - 1)
+	return seq, gone
 }
 
 // Records calls fn with each record of seqs (in the order given) of
