@@ -1,6 +1,7 @@
 package http
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -38,7 +39,9 @@ type listQuery struct {
 // that is not UTF-8, a parameter given twice, a name the list does not
 // take, a limit that is not a plain integer from 1 to maxLimit, and a
 // starting_after that is not an id of the list's kind (given in canonical
-// lowercase form after this). Nothing of a refused query is used.
+// lowercase form after this). Nothing of a refused query is used. With
+// more than one fault, the parameter first in name order is the one
+// named, so that one query always gets one answer.
 func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	q := listQuery{ListQuery: projections.ListQuery{Limit: defaultLimit}, Filters: map[string]string{}}
 	values, err := url.ParseQuery(raw)
@@ -46,7 +49,8 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 		return q, malformedQuery(err)
 	}
 	q.params = values
-	for name, vs := range values {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		vs := values[name]
 		if !utf8.ValidString(name) {
 			return q, apiError(projections.EInvalid, "", "a query parameter name is not valid UTF-8")
 		}

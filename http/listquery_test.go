@@ -58,3 +58,20 @@ func FuzzListQuery(f *testing.F) {
 		}
 	})
 }
+
+// TestListQueryNamesOneFaultAlways: a query with several faults is
+// answered the same way every time, naming the parameter first in name
+// order (the parameters were once checked in a map's random order).
+func TestListQueryNamesOneFaultAlways(t *testing.T) {
+	spec := listSpec{idPrefix: projections.PrefixAgent, filters: []string{"status"}}
+	for i := 0; i < 50; i++ {
+		_, err := parseListQuery("limit=0&foo=1&limit2=x&status=a&status=b", spec)
+		e, ok := shown(err)
+		if !ok {
+			t.Fatalf("%v is not an error object", err)
+		}
+		if e.Param != "foo" || e.Message != `unknown query parameter "foo"; this list takes limit, starting_after, status` {
+			t.Fatalf("try %d: param %q, %q; want the unknown foo, first in name order", i, e.Param, e.Message)
+		}
+	}
+}
