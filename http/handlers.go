@@ -44,13 +44,13 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, v, err)
 }
 
-// agentPatch is the body of PATCH /v1/agents/{id}. Each field remembers
-// whether it was sent and whether it was null.
+// agentPatch is the body of PATCH /v1/agents/{id}: a field left out is
+// nil. A null is refused by decodeBody, as in every body of the API.
 type agentPatch struct {
-	Name       optString `json:"name"`
-	SandboxURL optString `json:"sandbox_url"`
-	Persona    optString `json:"persona"`
-	Status     optString `json:"status"`
+	Name       *string `json:"name"`
+	SandboxURL *string `json:"sandbox_url"`
+	Persona    *string `json:"persona"`
+	Status     *string `json:"status"`
 }
 
 func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
@@ -58,13 +58,7 @@ func (s *Server) handleUpdateAgent(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.decodeBody(w, r, &in); !ok {
 		return
 	}
-	for name, f := range map[string]optString{"name": in.Name, "sandbox_url": in.SandboxURL, "persona": in.Persona, "status": in.Status} {
-		if f.null {
-			s.writeError(w, r, apiError(projections.EInvalid, name, "%s must not be null; leave it out to keep it", name))
-			return
-		}
-	}
-	patch := projections.AgentPatch{Name: in.Name.ptr(), SandboxURL: in.SandboxURL.ptr(), Persona: in.Persona.ptr(), Status: in.Status.ptr()}
+	patch := projections.AgentPatch{Name: in.Name, SandboxURL: in.SandboxURL, Persona: in.Persona, Status: in.Status}
 	v, err := s.deps.State.UpdateAgent(r.Context(), principal(w), param(w, "id"), patch)
 	s.respond(w, r, http.StatusOK, v, err)
 }
@@ -241,30 +235,6 @@ func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
-}
-
-// optString is a JSON string field that remembers whether it was sent and
-// whether it was null.
-type optString struct {
-	set, null bool
-	v         string
-}
-
-func (o *optString) UnmarshalJSON(b []byte) error {
-	o.set = true
-	if string(b) == "null" {
-		o.null = true
-		return nil
-	}
-	return json.Unmarshal(b, &o.v)
-}
-
-func (o optString) ptr() *string {
-	if !o.set || o.null {
-		return nil
-	}
-	v := o.v
-	return &v
 }
 
 func (s *Server) handleRegisterWebhook(w http.ResponseWriter, r *http.Request) {
