@@ -83,7 +83,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			f.logger.Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			// The route, not the path: a dashboard setup link's path is
+			// its token.
+			f.logger.Error("panic serving request", "request_id", id, "method", r.Method, "route", ex.route,
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !ex.wrote {
 				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))

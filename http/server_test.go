@@ -153,6 +153,12 @@ func TestPanicIsA500WithoutDetail(t *testing.T) {
 	if w.Header().Get("X-Request-Id") == "" {
 		t.Error("no X-Request-Id on a 500")
 	}
+	// The line names the route, not the path: a dashboard setup link's
+	// path is its token.
+	ts.do("GET", "/setup/setup-token-in-the-path", "")
+	if strings.Contains(ts.logs.String(), "setup-token-in-the-path") {
+		t.Errorf("a panic's line holds the request's path:\n%s", ts.logs.String())
+	}
 }
 
 func TestDecodeJSONRefusesBadBodiesWithParam(t *testing.T) {

@@ -171,6 +171,7 @@ func (db *Dashboard) failed(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
-	db.deps.Logger.Error("dashboard: command failed", "path", r.URL.Path, "err", err)
+	// The route's pattern, not the path: a setup link's path is its token.
+	db.deps.Logger.Error("dashboard: command failed", "route", r.Pattern, "err", err)
 	db.errorPage(w, r, http.StatusServiceUnavailable, "The service could not do this just now. Try again.")
 }

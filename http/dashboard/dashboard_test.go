@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -286,5 +288,32 @@ func TestSetupFormKeepsWhatWasTypedAndSaysWhatIsWrong(t *testing.T) {
 	users := p.Users(acc)
 	if len(users) != 1 || users[0].Email != "pat@example.com" || users[0].Role != projections.RoleAdmin {
 		t.Errorf("users %+v, want pat as admin", users)
+	}
+}
+
+// TestASetupLinkIsNeverLogged: a setup link's path is its token, which
+// sets an account's first password. A setup that fails for the service's
+// reasons is logged by its route, not its path.
+func TestASetupLinkIsNeverLogged(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	p, acc := openState(t, clock.now)
+	var logs bytes.Buffer
+	db := New(Deps{State: p, Config: config.Default(), Clock: clock.now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	link, err := p.IssueSetupLink(context.Background(), "cli", acc, "", clock.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"email": {"pat@example.com"}, "password": {"a long password"}, "confirm": {"a long password"}}
+	r := httptest.NewRequest("POST", link.Path(), strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	p.Close() // the setup's write fails: the log is closed
+	w := httptest.NewRecorder()
+	db.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(logs.String(), `msg="dashboard: command failed" route="POST /setup/{token}"`) {
+		t.Fatalf("%d, log %q; want 503 and the failure logged with its route", w.Code, logs.String())
+	}
+	if strings.Contains(logs.String(), link.Token) {
+		t.Errorf("the setup token is in the log:\n%s", logs.String())
 	}
 }
