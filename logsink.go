@@ -27,6 +27,7 @@ type logSink struct {
 	buf       []byte
 	writeback func() error // starts writing out's dirty pages to disk; nil if out is not a regular file
 	unsynced  int          // bytes written to out since the last writeback
+	closing   bool         // the final flush is done: batched lines are written at once
 	stop      chan struct{}
 	done      chan struct{}
 	once      sync.Once
@@ -65,19 +66,10 @@ func (b batchedWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.buf = append(s.buf, p...)
-	if len(s.buf) >= logBatchBytes || s.closed() {
+	if len(s.buf) >= logBatchBytes || s.closing {
 		s.flushLocked()
 	}
 	return len(p), nil
-}
-
-func (s *logSink) closed() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
 }
 
 func (s *logSink) flushLocked() {
@@ -97,8 +89,11 @@ func (s *logSink) flushing() {
 		select {
 		case <-t.C:
 		case <-s.stop:
+			// One step under the lock: a line batched after this flush
+			// finds closing set, and is written at once.
 			s.mu.Lock()
 			s.flushLocked()
+			s.closing = true
 			s.mu.Unlock()
 			return
 		}
