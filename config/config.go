@@ -40,6 +40,7 @@ type Config struct {
 		IdleTimeout       time.Duration // http.idle_timeout
 		ShutdownTimeout   time.Duration // http.shutdown_timeout
 		TrustedProxies    string        // http.trusted_proxies: comma-separated CIDRs or addresses
+		ClientIPHeader    string        // http.client_ip_header: X-Forwarded-For or Forwarded
 	}
 
 	// TLS makes serve answer HTTPS; both files or neither.

@@ -21,6 +21,7 @@ var key32 = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789
 // samples holds a valid, non-default value for every key.
 var samples = map[string]string{
 	"http.trusted_proxies":            "10.0.0.0/8, 192.168.1.7",
+	"http.client_ip_header":           "Forwarded",
 	"tls.cert_file":                   "/etc/demosvc/cert.pem",
 	"tls.key_file":                    "/etc/demosvc/key.pem",
 	"listen":                          ":0",
@@ -141,7 +142,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"metrics.per_webhook":      "false",
 		"webhooks.max_per_account": "25", "bootstrap.plan": "pro", "snapshot.every": "250000",
 		"secrets.master_key": "", "testing.clock": "", "testing.seed": "0",
-		"http.trusted_proxies": "", "tls.cert_file": "", "tls.key_file": "",
+		"http.trusted_proxies": "", "http.client_ip_header": "X-Forwarded-For", "tls.cert_file": "", "tls.key_file": "",
 		"dashboard.enabled": "true", "dashboard.secure_cookies": "false", "dashboard.session_idle": "12h",
 		"dashboard.session_max": "168h", "dashboard.sign_in_per_minute": "10", "dashboard.public_url": "",
 		"cluster.enabled": "false", "cluster.name": "demosvc", "cluster.node_name": "",
@@ -495,6 +496,8 @@ func TestValidation(t *testing.T) {
 		{"http.write_timeout", "1s", ok, ""}, {"http.write_timeout", "0", bad, ""},
 		{"http.idle_timeout", "1h", ok, ""}, {"http.idle_timeout", "0s", bad, ""},
 		{"http.shutdown_timeout", "90s", ok, "1m30s"}, {"http.shutdown_timeout", "0s", bad, ""},
+		{"http.client_ip_header", "X-Forwarded-For", ok, ""}, {"http.client_ip_header", "Forwarded", ok, ""},
+		{"http.client_ip_header", "X-Real-IP", bad, ""}, {"http.client_ip_header", "", bad, ""},
 		{"plans.starter", "1", ok, ""}, {"plans.starter", "0", bad, ""},
 		{"plans.pro", "1", ok, ""}, {"plans.pro", "0", bad, ""},
 		{"auth.failures_per_minute", "1", ok, ""}, {"auth.failures_per_minute", "0", bad, ""},

@@ -48,8 +48,12 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.HTTP.IdleTimeout }, func(c *Config) error { return positive(c.HTTP.IdleTimeout) }},
 	{"http.shutdown_timeout", "time allowed for in-flight requests on shutdown",
 		func(c *Config) any { return &c.HTTP.ShutdownTimeout }, func(c *Config) error { return positive(c.HTTP.ShutdownTimeout) }},
-	{"http.trusted_proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For / Forwarded name the client (empty = trust none)",
+	{"http.trusted_proxies", "comma-separated CIDRs or addresses of reverse proxies whose http.client_ip_header names the client (empty = trust none)",
 		func(c *Config) any { return &c.HTTP.TrustedProxies }, func(c *Config) error { _, err := c.TrustedProxyPrefixes(); return err }},
+	{"http.client_ip_header", "the one header a trusted proxy names the client in: X-Forwarded-For or Forwarded (RFC 7239); the other is ignored",
+		func(c *Config) any { return &c.HTTP.ClientIPHeader }, func(c *Config) error {
+			return oneOf(c.HTTP.ClientIPHeader, ClientIPXForwardedFor, ClientIPForwarded)
+		}},
 	{"tls.cert_file", "PEM certificate (chain) file: with tls.key_file, serve answers HTTPS; reloaded on SIGHUP",
 		func(c *Config) any { return &c.TLS.CertFile }, nil},
 	{"tls.key_file", "PEM private key file of tls.cert_file",
@@ -146,6 +150,7 @@ func Default() *Config {
 	c.HTTP.WriteTimeout = 30 * time.Second
 	c.HTTP.IdleTimeout = 120 * time.Second
 	c.HTTP.ShutdownTimeout = 15 * time.Second
+	c.HTTP.ClientIPHeader = ClientIPXForwardedFor
 	c.Plans.Starter, c.Plans.Pro = 60, 300
 	c.Auth.FailuresPerMinute = 60
 	c.Leads.HotThreshold = 80
@@ -223,6 +228,16 @@ func render(p any) string {
 	}
 	return fmt.Sprint(p)
 }
+
+// The values of http.client_ip_header. Only the one configured is read: a
+// proxy that sets one of them passes the other through from the client
+// as it came (nginx's $proxy_add_x_forwarded_for and Caddy set
+// X-Forwarded-For and leave Forwarded alone), so reading both would let
+// a client name its own address.
+const (
+	ClientIPXForwardedFor = "X-Forwarded-For"
+	ClientIPForwarded     = "Forwarded"
+)
 
 // TrustedProxyPrefixes parses http.trusted_proxies; a bare address is a
 // single-address prefix.

@@ -5,20 +5,32 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"demosvc/config"
 )
 
 // proxies decides which address a request came from. The TCP peer is the
 // client unless it is one of http.trusted_proxies: then the client is the
 // nearest address, walking the forwarding chain from the end, that is not
-// a trusted proxy. The chain is read from the standard Forwarded header
-// (RFC 7239) when the request has one, else from X-Forwarded-For. An
-// untrusted peer's headers are ignored, so a client cannot choose its own
-// address; a malformed chain falls back to the peer.
-type proxies []netip.Prefix
+// a trusted proxy. The chain is read from the one header
+// http.client_ip_header names, X-Forwarded-For or the standard Forwarded
+// (RFC 7239), never from the other: a proxy passes the header it does not
+// set through from the client as it came. An untrusted peer's headers are
+// ignored, so a client cannot choose its own address; a malformed chain
+// falls back to the peer.
+type proxies struct {
+	prefixes  []netip.Prefix
+	forwarded bool // the chain is in Forwarded, not X-Forwarded-For
+}
+
+func newProxies(c *config.Config) proxies {
+	prefixes, _ := c.TrustedProxyPrefixes() // validated by config
+	return proxies{prefixes: prefixes, forwarded: c.HTTP.ClientIPHeader == config.ClientIPForwarded}
+}
 
 func (p proxies) trusted(a netip.Addr) bool {
 	a = a.Unmap()
-	for _, pr := range p {
+	for _, pr := range p.prefixes {
 		if pr.Contains(a) {
 			return true
 		}
@@ -29,7 +41,7 @@ func (p proxies) trusted(a netip.Addr) bool {
 // clientAddr returns the client's address as a string, for limits and
 // logs.
 func (p proxies) clientAddr(r *http.Request) string {
-	if len(p) == 0 {
+	if len(p.prefixes) == 0 {
 		// The peer, as net/http formats it: an IPv4 host is already
 		// in its canonical form, and a substring of it costs nothing.
 		if i := strings.LastIndexByte(r.RemoteAddr, ':'); i > 0 && strings.IndexByte(r.RemoteAddr[:i], ':') < 0 {
@@ -45,10 +57,10 @@ func (p proxies) clientAddr(r *http.Request) string {
 		return host
 	}
 	addr := peer.Addr().Unmap()
-	if len(p) == 0 || !p.trusted(addr) {
+	if len(p.prefixes) == 0 || !p.trusted(addr) {
 		return addr.String()
 	}
-	chain, ok := forwardedChain(r)
+	chain, ok := p.chain(r)
 	if !ok {
 		return addr.String()
 	}
@@ -63,12 +75,12 @@ func (p proxies) clientAddr(r *http.Request) string {
 	return addr.String()
 }
 
-// forwardedChain returns the addresses a request was forwarded for, client
-// first; ok is false when the header is malformed or names something that
-// is not an address (an obfuscated identifier, "unknown").
-func forwardedChain(r *http.Request) (chain []netip.Addr, ok bool) {
-	if fwd := r.Header.Values("Forwarded"); len(fwd) > 0 {
-		for _, line := range fwd {
+// chain returns the addresses a request was forwarded for, client first;
+// ok is false when the header is malformed or names something that is not
+// an address (an obfuscated identifier, "unknown").
+func (p proxies) chain(r *http.Request) (chain []netip.Addr, ok bool) {
+	if p.forwarded {
+		for _, line := range r.Header.Values("Forwarded") {
 			for _, elem := range strings.Split(line, ",") {
 				for _, pair := range strings.Split(elem, ";") {
 					k, v, found := strings.Cut(strings.TrimSpace(pair), "=")
@@ -98,20 +110,23 @@ func forwardedChain(r *http.Request) (chain []netip.Addr, ok bool) {
 }
 
 // parseForwardedAddr reads "192.0.2.1", "192.0.2.1:443", "2001:db8::1" or
-// "[2001:db8::1]:443".
+// "[2001:db8::1]:443". A zone is refused: it names an interface of the
+// proxy's host, not a client, and would carry any text a client chose
+// into the logs and the dashboard's records.
 func parseForwardedAddr(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap(), true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap(), true
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr == nil {
+			a, err = ap.Addr(), nil
+		} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+			a, err = netip.ParseAddr(s[1 : len(s)-1])
 		}
 	}
-	return netip.Addr{}, false
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }
 
 // limiterKey is the key the bad-key limiter counts a client address under:

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,28 +12,43 @@ import (
 )
 
 func TestTheClientAddressComesFromForwardingHeadersOnlyBehindATrustedProxy(t *testing.T) {
-	p := proxies{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	xff := proxies{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	fwd := xff
+	fwd.forwarded = true
 	for _, tc := range []struct {
 		name, peer string
 		header     [][2]string
 		want       string
+		forwarded  bool // http.client_ip_header is Forwarded
 	}{
-		{"no proxy in between", "203.0.113.7:5000", nil, "203.0.113.7"},
-		{"an untrusted peer cannot pick its address", "203.0.113.7:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "203.0.113.7"},
-		{"a trusted proxy names the client", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "198.51.100.1"},
-		{"a spoofed entry before the real client is skipped", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4, 198.51.100.1, 10.9.9.9"}}, "198.51.100.1"},
-		{"several header lines", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-For", "198.51.100.2"}}, "198.51.100.2"},
-		{"Forwarded wins over X-Forwarded-For", "10.1.2.3:5000", [][2]string{{"Forwarded", `for="[2001:db8::7]:443";proto=https, for=10.0.0.5`}, {"X-Forwarded-For", "1.2.3.4"}}, "2001:db8::7"},
-		{"an obfuscated Forwarded falls back to the peer", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=_hidden"}}, "10.1.2.3"},
-		{"garbage falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "not an address"}}, "10.1.2.3"},
-		{"every hop trusted: the first one", "[::1]:5000", [][2]string{{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}}, "10.0.0.1"},
-		{"IPv4-mapped peers count as IPv4", "[::ffff:10.1.2.3]:5000", [][2]string{{"X-Forwarded-For", "198.51.100.3"}}, "198.51.100.3"},
+		{"no proxy in between", "203.0.113.7:5000", nil, "203.0.113.7", false},
+		{"an untrusted peer cannot pick its address", "203.0.113.7:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "203.0.113.7", false},
+		{"a trusted proxy names the client", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "198.51.100.1"}}, "198.51.100.1", false},
+		{"a spoofed entry before the real client is skipped", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4, 198.51.100.1, 10.9.9.9"}}, "198.51.100.1", false},
+		{"several header lines", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-For", "198.51.100.2"}}, "198.51.100.2", false},
+		// A proxy that sets X-Forwarded-For passes a client's Forwarded
+		// through, and the other way round: only the one configured is read.
+		{"X-Forwarded-For is read, a client's Forwarded is not", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=203.0.113.9"}, {"X-Forwarded-For", "198.51.100.7"}}, "198.51.100.7", false},
+		{"Forwarded alone is not read", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=203.0.113.9"}}, "10.1.2.3", false},
+		{"Forwarded is read, a client's X-Forwarded-For is not", "10.1.2.3:5000", [][2]string{{"Forwarded", `for="[2001:db8::7]:443";proto=https, for=10.0.0.5`}, {"X-Forwarded-For", "1.2.3.4"}}, "2001:db8::7", true},
+		{"X-Forwarded-For alone is not read", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "1.2.3.4"}}, "10.1.2.3", true},
+		{"an obfuscated Forwarded falls back to the peer", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=_hidden"}}, "10.1.2.3", true},
+		{"a zone falls back to the peer", "10.1.2.3:5000", [][2]string{{"Forwarded", `for="fe80::1%x level=ERROR msg=forged"`}}, "10.1.2.3", true},
+		{"a zone in X-Forwarded-For falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "fe80::1%eth0"}}, "10.1.2.3", false},
+		{"a zone with a port falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "[fe80::1%eth0]:443"}}, "10.1.2.3", false},
+		{"garbage falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "not an address"}}, "10.1.2.3", false},
+		{"every hop trusted: the first one", "[::1]:5000", [][2]string{{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}}, "10.0.0.1", false},
+		{"IPv4-mapped peers count as IPv4", "[::ffff:10.1.2.3]:5000", [][2]string{{"X-Forwarded-For", "198.51.100.3"}}, "198.51.100.3", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = tc.peer
 			for _, h := range tc.header {
 				r.Header.Add(h[0], h[1])
+			}
+			p := xff
+			if tc.forwarded {
+				p = fwd
 			}
 			if got := p.clientAddr(r); got != tc.want {
 				t.Errorf("clientAddr = %s, want %s", got, tc.want)
@@ -89,6 +105,20 @@ func TestTheBadKeyLimiterUsesTheForwardedClientBehindATrustedProxy(t *testing.T)
 	}
 	if got := try("203.0.113.9:1", "198.51.100.51"); got != 429 {
 		t.Errorf("an untrusted peer changing X-Forwarded-For = %d, want 429 (keyed on the peer)", got)
+	}
+	// A client behind the proxy sending a Forwarded header of its own,
+	// which the proxy passes through, still has one budget.
+	for i := range 3 {
+		r := httptest.NewRequest("GET", "/v1/account", nil)
+		r.RemoteAddr = "10.0.0.1:1"
+		r.Header.Set("Authorization", "Bearer sk_wrong")
+		r.Header.Set("X-Forwarded-For", "198.51.100.60")
+		r.Header.Set("Forwarded", fmt.Sprintf("for=203.0.113.%d", i))
+		w := httptest.NewRecorder()
+		ts.ServeHTTP(w, r)
+		if want := map[bool]int{true: 429, false: 401}[i == 2]; w.Code != want {
+			t.Errorf("bad key %d with a Forwarded of its own = %d, want %d", i+1, w.Code, want)
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ func mountDashboard(r *httprouter.Router, dashboard http.Handler, trusted proxie
 			apiNotFound.ServeHTTP(w, req)
 			return
 		}
-		if len(trusted) > 0 {
+		if len(trusted.prefixes) > 0 {
 			req = req.Clone(req.Context())
 			req.RemoteAddr = net.JoinHostPort(trusted.clientAddr(req), "0")
 		}

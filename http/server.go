@@ -69,10 +69,9 @@ func NewServer(d Deps) *Server {
 		d.Health = NewHealth(d.Log, d.Stopping)
 		d.Metrics.Registry.MustRegister(d.Health.Collectors()...)
 	}
-	trusted, _ := d.Config.TrustedProxyPrefixes() // validated by config
 	s := &Server{
 		deps:     d,
-		proxies:  trusted,
+		proxies:  newProxies(d.Config),
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}

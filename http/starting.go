@@ -22,7 +22,7 @@ func NewStarting(logger *slog.Logger, metrics *Metrics, health *Health) http.Han
 			answerError(logger, w, r, apiError(EUnavailable, "", "starting: the state is being rebuilt from the log; retry shortly"))
 		}
 	}
-	return newFront(logger, accessLogVia(logger.Handler()), metrics, nil, newRouter(logger, metrics, health.readiness(false), refuse))
+	return newFront(logger, accessLogVia(logger.Handler()), metrics, proxies{}, newRouter(logger, metrics, health.readiness(false), refuse))
 }
 
 // Switch is an http.Handler that serves through one handler, then another
