@@ -114,10 +114,8 @@ func (p *Projections) IssueSetupLink(ctx context.Context, actor, accountID, user
 				if s.accounts[accountID] == nil {
 					return nil, nil, ParamErrorf(ENotFound, "account", "no account %q", accountID)
 				}
-				for _, u := range s.users.order {
-					if u.AccountID == accountID {
-						return nil, nil, Errorf(EInvalidState, "account %s has users; reset one's password instead", accountID)
-					}
+				if s.hasUsers(accountID) {
+					return nil, nil, Errorf(EInvalidState, "account %s has users; reset one's password instead", accountID)
 				}
 			} else {
 				u := s.users.byID[userID]
@@ -148,8 +146,23 @@ func (s *State) findLink(token string, now time.Time) *setupLink {
 		if u := s.users.byID[l.userID]; u == nil || u.Disabled {
 			return nil
 		}
+	} else if s.hasUsers(l.account) {
+		// A first admin's link ends when the account gets a user by
+		// another way (demosvc users create): serve printed it, and its
+		// line may sit in a journal others can read.
+		return nil
 	}
 	return l
+}
+
+// hasUsers reports whether accountID has a user.
+func (s *State) hasUsers(accountID string) bool {
+	for _, u := range s.users.order {
+		if u.AccountID == accountID {
+			return true
+		}
+	}
+	return false
 }
 
 // Setup returns what token's link is for; false for an unknown, used or

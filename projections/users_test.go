@@ -95,6 +95,26 @@ func TestUserLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("a first-admin link ends once the account has a user made another way", func(t *testing.T) {
+		other := e.account("other")
+		link, err := e.p.IssueSetupLink(ctx, "cli", other.Account.ID, "", t0) // serve printed it
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := e.p.Setup(link.Token, t0); !ok {
+			t.Fatal("a fresh first-admin link does not work")
+		}
+		if _, _, err := e.p.CreateUser(ctx, "cli", other.Account.ID, "boss@example.com", RoleAdmin, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := e.p.Setup(link.Token, t0); ok {
+			t.Error("the first-admin link's form still opens after the account got a user")
+		}
+		if _, _, err := e.p.CompleteSetup(ctx, link.Token, "intruder@example.com", pw, client, t0, time.Hour); err == nil {
+			t.Error("the first-admin link made a second admin")
+		}
+	})
+
 	t.Run("sign in is generic on failure", func(t *testing.T) {
 		for _, c := range [][2]string{{"admin@example.com", "wrong password!"}, {"nobody@example.com", pw}} {
 			if _, _, err := e.p.SignIn(ctx, c[0], c[1], client, t0, time.Hour); !errors.Is(err, ErrBadCredentials) {
