@@ -136,6 +136,26 @@ func TestHeadersAndCookies(t *testing.T) {
 		}
 	})
 
+	t.Run("after sign-in, next never leads to another site", func(t *testing.T) {
+		srv, p, acc, clock := server(t, config.Default())
+		tok := signIn(t, p, acc, "a@example.com", clock.now(), time.Hour)
+		for next, want := range map[string]string{
+			"//evil.example.com/": "/", `/\evil.example.com`: "/", `/./\evil.example.com`: "/",
+			`/x/../\evil.example.com/path`: "/", "/./%5Cevil.example.com": "/", "https://evil.example.com/": "/",
+			"agents": "/", "/agents?status=active": "/agents?status=active",
+		} {
+			resp, _ := do(t, srv, "POST", "/login", "", url.Values{"email": {"a@example.com"}, "password": {"a long password"}, "next": {next}})
+			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != want {
+				t.Errorf("POST /login next=%q: %d to %q, want 303 to %q", next, resp.StatusCode, loc, want)
+			}
+			// Signed in already, GET /login goes straight to next.
+			resp, _ = do(t, srv, "GET", "/login?next="+url.QueryEscape(next), tok, nil)
+			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != want {
+				t.Errorf("GET /login?next=%q signed in: %d to %q, want 303 to %q", next, resp.StatusCode, loc, want)
+			}
+		}
+	})
+
 	for _, secure := range []bool{false, true} {
 		t.Run("sign-in cookie, secure_cookies="+map[bool]string{false: "false", true: "true"}[secure], func(t *testing.T) {
 			cfg := config.Default()

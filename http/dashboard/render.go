@@ -123,12 +123,15 @@ func assetHandler() http.Handler {
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // safeNext returns a local path to go back to after sign-in: only a path
-// on this site, never another origin ("//host", "/\host").
+// on this site, never another origin ("//host", "/\host"). A backslash
+// is refused anywhere, written or %-escaped: browsers read it as a slash,
+// and http.Redirect cleans the path first, so "/./\host" would leave as
+// "/\host".
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') {
 		return "/"
 	}
-	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" || strings.ContainsRune(u.Path, '\\') {
 		return "/"
 	}
 	return next
