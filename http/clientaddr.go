@@ -129,11 +129,12 @@ func parseForwardedAddr(s string) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// limiterKey is the key the bad-key limiter counts a client address under:
+// LimiterKey is the key the bad-key limiter and the dashboard's sign-in
+// limit count a client address under:
 // an IPv4 address (an IPv4-mapped IPv6 one included) by itself, an IPv6
 // address by its /64, since one host is commonly given a whole /64 and
 // could otherwise use a new address per request.
-func limiterKey(addr string) string {
+func LimiterKey(addr string) string {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return addr

@@ -131,7 +131,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
-			d := s.badAuth.Take(limiterKey(s.proxies.clientAddr(r)), s.deps.Config.Auth.FailuresPerMinute)
+			d := s.badAuth.Take(LimiterKey(s.proxies.clientAddr(r)), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
 				s.writeError(w, r, apiError(ERateLimited, "",

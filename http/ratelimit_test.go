@@ -130,7 +130,7 @@ func TestClientAddrGroupsIPv6ByItsSlashSixtyFour(t *testing.T) {
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote
-		if got := limiterKey((proxies{}).clientAddr(r)); got != want {
+		if got := LimiterKey((proxies{}).clientAddr(r)); got != want {
 			t.Errorf("clientAddr(%q) = %q, want %q", remote, got, want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 
 	"golang.org/x/crypto/argon2"
@@ -33,6 +34,23 @@ const (
 	hashBytes = 32
 )
 
+// hashSlots bounds the argon2 computations that run at once to the
+// cores there are: each takes PasswordParams.MemoryKiB (19 MiB), and
+// sign-in attempts from many addresses, each within its own limit, would
+// otherwise take that much memory each, all together. More wait their
+// turn, which is no slower with every core busy.
+var hashSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+
+// idKey is argon2.IDKey, run in one of hashSlots; a variable so that a
+// test can count the computations under way.
+var idKey = argon2.IDKey
+
+func boundedIDKey(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+	hashSlots <- struct{}{}
+	defer func() { <-hashSlots }()
+	return idKey(password, salt, time, memory, threads, keyLen)
+}
+
 // HashPassword returns the PHC string of password under argon2id with
 // PasswordParams and a fresh salt from random:
 // "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>".
@@ -42,7 +60,7 @@ func HashPassword(password string, random io.Reader) (string, error) {
 		return "", fmt.Errorf("drawing a salt: %w", err)
 	}
 	pp := PasswordParams
-	sum := argon2.IDKey([]byte(password), salt, pp.Time, pp.MemoryKiB, pp.Threads, hashBytes)
+	sum := boundedIDKey([]byte(password), salt, pp.Time, pp.MemoryKiB, pp.Threads, hashBytes)
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, pp.MemoryKiB, pp.Time, pp.Threads,
 		enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
@@ -80,7 +98,7 @@ func VerifyPassword(phc, password string) bool {
 	if err != nil {
 		return false
 	}
-	got := argon2.IDKey([]byte(password), salt, p.Time, p.MemoryKiB, p.Threads, uint32(len(sum)))
+	got := boundedIDKey([]byte(password), salt, p.Time, p.MemoryKiB, p.Threads, uint32(len(sum)))
 	return subtle.ConstantTimeCompare(got, sum) == 1
 }
 

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -55,6 +57,48 @@ func TestPasswordHashUsesOWASPArgon2idParameters(t *testing.T) {
 	}
 	if err := CheckPassword("twelve chars"); err != nil {
 		t.Errorf("a 12-character password is refused: %v", err)
+	}
+}
+
+// TestPasswordHashesRunOnePerCoreAtMost: sign-ins from many addresses,
+// each within its limit, do not each take argon2's 19 MiB at once. Every
+// computation is held until the test lets it go, one at a time, and the
+// most under way at once is counted.
+func TestPasswordHashesRunOnePerCoreAtMost(t *testing.T) {
+	cheapPasswords(t)
+	phc, err := HashPassword("correct horse battery", crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	real := idKey
+	idKey = func(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		running.Add(-1)
+		return real(password, salt, time, memory, threads, keyLen)
+	}
+	t.Cleanup(func() { idKey = real })
+	slots := int32(cap(hashSlots))
+	const callers = 12
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			if !VerifyPassword(phc, "correct horse battery") {
+				t.Error("the right password is refused")
+			}
+		})
+	}
+	pollUntil(t, "every slot to be taken", func() bool { return running.Load() >= min(slots, callers) })
+	for range callers {
+		release <- struct{}{}
+	}
+	wg.Wait()
+	if m := most.Load(); m != min(slots, callers) {
+		t.Errorf("%d argon2 computations ran at once, want %d (one a core)", m, min(slots, callers))
 	}
 }
 

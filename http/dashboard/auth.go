@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	demohttp "demosvc/http"
 	"demosvc/projections"
 )
 
@@ -67,13 +68,21 @@ func (db *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	data := loginData{Email: email, Next: next}
 	limit := db.deps.Config.Dashboard.SignInPerMinute
 	client := clientOf(r)
-	if !db.byAddr.Take(client.Addr, limit).Allowed || !db.byEmail.Take(strings.ToLower(email), limit).Allowed {
+	// An IPv6 client counts by its /64, as for the API's bad keys. An
+	// e-mail longer than any user's counts by address only, without a
+	// key of its own, and is refused without a hash.
+	tooLong := len(email) > projections.MaxEmailBytes
+	if !db.byAddr.Take(demohttp.LimiterKey(client.Addr), limit).Allowed ||
+		!tooLong && !db.byEmail.Take(strings.ToLower(email), limit).Allowed {
 		w.Header().Set("Retry-After", "60")
 		db.render(w, r, http.StatusTooManyRequests, "login", view{Title: "Sign in", Data: data,
 			Error: "Too many sign-in attempts. Wait a minute, then try again."})
 		return
 	}
-	_, token, err := db.deps.State.SignIn(r.Context(), email, password, client, db.sessions.Now(), db.sessions.MaxAge())
+	token, err := "", projections.ErrBadCredentials
+	if !tooLong {
+		_, token, err = db.deps.State.SignIn(r.Context(), email, password, client, db.sessions.Now(), db.sessions.MaxAge())
+	}
 	if err != nil {
 		status, msg := http.StatusUnauthorized, "Wrong e-mail or password."
 		if !errors.Is(err, projections.ErrBadCredentials) {

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -269,6 +270,29 @@ func TestSignInIsLimitedPerAddressAndPerEmail(t *testing.T) {
 		}
 		if got := login("10.0.0.5", "a@example.com", "a long password"); got != http.StatusTooManyRequests {
 			t.Errorf("4th attempt on one e-mail: %d, want 429", got)
+		}
+	})
+	t.Run("an IPv6 client counts by its /64, as one host often has all of it", func(t *testing.T) {
+		for i := 1; i <= 3; i++ {
+			if got := login(fmt.Sprintf("[2001:db8::%x]", i), fmt.Sprintf("u%d@example.com", i), "wrong password!"); got != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d, want 401", i, got)
+			}
+		}
+		if got := login("[2001:db8::ffff:1]", "u4@example.com", "wrong password!"); got != http.StatusTooManyRequests {
+			t.Errorf("4th attempt from one /64: %d, want 429", got)
+		}
+		if got := login("[2001:db8:0:1::1]", "u5@example.com", "wrong password!"); got != http.StatusUnauthorized {
+			t.Errorf("the next /64: %d, want 401 (its own budget)", got)
+		}
+	})
+	t.Run("an e-mail longer than any user's is refused and keeps nothing", func(t *testing.T) {
+		keys := db.byEmail.Len()
+		long := strings.Repeat("a", 200<<10) + "@example.com"
+		if got := login("10.0.1.1", long, "wrong password!"); got != http.StatusUnauthorized {
+			t.Errorf("a 200 KiB e-mail: %d, want 401", got)
+		}
+		if n := db.byEmail.Len(); n != keys {
+			t.Errorf("the per-e-mail limiter holds %d keys after a 200 KiB e-mail, had %d: each would keep its 200 KiB", n, keys)
 		}
 	})
 	t.Run("a minute later the owner signs in", func(t *testing.T) {
