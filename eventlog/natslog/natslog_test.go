@@ -375,6 +375,25 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 // Transactions of several records reach the other node byte for byte:
 // the writer encodes each record into one reused buffer, and what it
 // replicates must be each record's own copy.
+// An append that fails for another reason than a stale position (a
+// timeout, a lost connection) may still have reached the stream: the
+// writer steps down, to fence and catch up before it writes again.
+func TestAWriterStepsDownAfterAnAppendOfUnknownOutcome(t *testing.T) {
+	ctx, _, b := testCluster(t)
+	b.node.keepWriter(ctx, b.roles)
+	if err := b.node.Writable(); err != nil {
+		t.Fatalf("b did not take the free writer lease: %v", err)
+	}
+	b.node.nc.Close() // the connection is lost mid-append, as far as b can tell
+	_, err := b.node.Append(emptyEntry, b.log.ReplPos())
+	if err == nil || errors.Is(err, eventlog.ErrStale) {
+		t.Fatalf("append over a closed connection: err %v, want a failure other than ErrStale", err)
+	}
+	if err := b.node.Writable(); !errors.Is(err, eventlog.ErrNotWriter) {
+		t.Errorf("after an append of unknown outcome b is still writable (%v): a retry under the same Idempotency-Key would not find the answer of an entry that landed", err)
+	}
+}
+
 func TestTransactionsOfSeveralRecordsReachEveryNode(t *testing.T) {
 	ctx, a, b := testCluster(t)
 	a.node.keepWriter(ctx, a.roles)

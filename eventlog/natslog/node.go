@@ -52,8 +52,7 @@ type Node struct {
 	writer     *lease
 	dispatcher *lease
 	// writable is set once this node holds the writer lease and has
-	// applied its own fence (roles.go); an append refused as stale
-	// clears it.
+	// applied its own fence (roles.go); an append that fails clears it.
 	writable atomic.Bool
 	// lag is how many entries of the stream this node had yet to apply
 	// when it applied its last one.
@@ -179,6 +178,16 @@ func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
 			n.logger.Warn("append refused: the log moved on; stepping down as writer", "after", after)
 			return 0, fmt.Errorf("%w (expected last position %d): %v", eventlog.ErrStale, after, err)
 		}
+		// Whether the entry reached the stream is unknown (a timeout, a
+		// lost connection or quorum): it may have. Step down too, so that
+		// before this node writes again it appends a fence, applies
+		// everything before it, this entry if it landed, and reloads the
+		// recorded answers (Roles.Prepare). Writing on instead, a client's
+		// retry under its Idempotency-Key would find no answer recorded
+		// and make the change a second time.
+		n.writable.Store(false)
+		n.logger.Warn("append failed, and it may have reached the stream: stepping down as writer until this node has caught up behind a fence",
+			"after", after, "err", err)
 		return 0, err
 	}
 	return ack.Sequence, nil
