@@ -220,7 +220,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 			scheme = "https"
 		}
 		api = demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
-			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, Logger: logger})
+			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, ForwardTimeout: cfg.HTTP.WriteTimeout / 2, Logger: logger})
 	}
 	if node != nil {
 		// Ready once this node holds what the cluster held when it came

@@ -2,12 +2,16 @@ package http
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,16 +63,59 @@ type ClusterOptions struct {
 	NodeName string
 	Scheme   string        // "http" or "https": how the writer's API answers
 	ReadWait time.Duration // the longest wait for X-Min-Seq, and for a forwarded write to arrive here
-	Logger   *slog.Logger
+	// ForwardTimeout bounds the wait for the writer's answer to a
+	// forwarded write: a writer that hangs, or that the network cut off,
+	// is given up with a 503. serve gives half of http.write_timeout,
+	// which leaves the 503 time to reach the client.
+	ForwardTimeout time.Duration
+	// RootCAs verify a writer that answers HTTPS; nil: the system's.
+	RootCAs *x509.CertPool
+	Logger  *slog.Logger
 }
 
 // NewClusterHandler puts the cluster's routing in front of api.
+//
+// A forwarded write keeps the chain of addresses it came through: the
+// request's own X-Forwarded-For and Forwarded, each with this node's peer
+// added, so that a writer whose http.trusted_proxies lists the nodes (and
+// the load balancer before them) names the client, not this node. Over
+// HTTPS the writer's certificate is verified for the name the client
+// asked for (the request's Host), which every node serves, and not for
+// the writer's address.
 func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		DialContext:           dialer.DialContext,
+		ResponseHeaderTimeout: o.ForwardTimeout,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			name, _ := ctx.Value(writerNameKey{}).(string)
+			tc := tls.Client(conn, &tls.Config{ServerName: name, RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		},
+	}
 	proxy := &httputil.ReverseProxy{
+		Transport: transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: o.Scheme, Host: r.In.Context().Value(writerAddrKey{}).(string)})
 			r.Out.Host = r.In.Host
+			r.Out.Header["X-Forwarded-For"] = r.In.Header["X-Forwarded-For"]
 			r.SetXForwarded()
+			if peer, _, err := net.SplitHostPort(r.In.RemoteAddr); err == nil {
+				for _, v := range r.In.Header.Values("Forwarded") {
+					r.Out.Header.Add("Forwarded", v)
+				}
+				r.Out.Header.Add("Forwarded", `for="`+forwardedNode(peer)+`"`)
+			}
 			r.Out.Header.Set(headerForwarded, o.NodeName)
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -86,6 +133,7 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Logger.Warn("forwarding a write to the writer", "writer", r.Context().Value(writerAddrKey{}), "err", err)
+			w.Header().Set("Retry-After", "1")
 			unavailable(w, "the cluster's writer did not answer (it may be changing); the write may or may not have been made: retry it, with an Idempotency-Key to be safe")
 		},
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
@@ -131,11 +179,28 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			unavailable(w, "the cluster has no writer at the moment (one is being elected); retry shortly")
 			return
 		}
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerAddrKey{}, addr)))
+		ctx := context.WithValue(r.Context(), writerAddrKey{}, addr)
+		name := r.Host
+		if h, _, err := net.SplitHostPort(name); err == nil {
+			name = h
+		}
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, writerNameKey{}, name)))
 	})
 }
 
-type writerAddrKey struct{}
+type (
+	writerAddrKey struct{} // the writer's address, host:port
+	writerNameKey struct{} // the name its certificate is verified for
+)
+
+// forwardedNode is addr as a Forwarded header's node: an IPv6 address in
+// brackets (RFC 7239, 6).
+func forwardedNode(addr string) string {
+	if strings.Contains(addr, ":") {
+		return "[" + addr + "]"
+	}
+	return addr
+}
 
 func isWrite(method string) bool {
 	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
