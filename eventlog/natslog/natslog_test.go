@@ -394,6 +394,44 @@ func TestAWriterStepsDownAfterAnAppendOfUnknownOutcome(t *testing.T) {
 	}
 }
 
+// A node far behind the stream (back from a long stop) that takes the
+// free writer lease gives it up once it has held it a TTL without
+// reaching its fence, and stays out a while: a node that is caught up
+// becomes the writer, rather than the cluster having none for the whole
+// catch-up.
+func TestALaggingNodeLeavesTheWriterLeaseToOneCaughtUp(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if !a.node.IsWriter() {
+		t.Fatal("a did not take the free writer lease")
+	}
+	b.pause() // b is down, and applies nothing from here on
+	if _, err := a.state.CreateAccount(ctx, "cli", "acme", "pro", 0); err != nil {
+		t.Fatal(err)
+	}
+	a.node.writable.Store(false) // a stops cleanly and gives its lease up
+	a.node.writer.release(ctx)
+	// b takes the free lease first, and fences.
+	b.node.keepWriter(ctx, b.roles)
+	if !b.node.writer.valid() {
+		t.Fatal("b did not take the free lease")
+	}
+	// Both role loops run (four ticks a TTL, as Run).
+	deadline := time.Now().Add(15 * time.Second)
+	for !a.node.IsWriter() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a, caught up, is not the writer 15 lease TTLs on: b holds the lease (%+v) at position %d, its fence at %d",
+				b.node.writer.holder(), b.log.ReplPos(), b.node.fence)
+		}
+		time.Sleep(250 * time.Millisecond) // a tick
+		b.node.keepWriter(ctx, b.roles)
+		a.node.keepWriter(ctx, a.roles)
+	}
+	if b.node.IsWriter() {
+		t.Error("b, which never reached its fence, is a writer too")
+	}
+}
+
 func TestTransactionsOfSeveralRecordsReachEveryNode(t *testing.T) {
 	ctx, a, b := testCluster(t)
 	a.node.keepWriter(ctx, a.roles)

@@ -62,8 +62,13 @@ type Node struct {
 	// current (join.go).
 	joined atomic.Bool
 	// fence is the position of the fence this node appended to take over
-	// as writer and is catching up to; 0 when none. Only Run touches it.
-	fence uint64
+	// as writer and is catching up to; 0 when none; fencedAt is when it
+	// was appended. restUntil: a node that held the lease a TTL without
+	// reaching its fence leaves the lease to others until then. Only Run
+	// touches these.
+	fence     uint64
+	fencedAt  time.Time
+	restUntil time.Time
 	// stopped holds why Follow stopped for good: an entry it could not
 	// apply. Nil while it follows.
 	stopped atomic.Pointer[error]

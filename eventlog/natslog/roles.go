@@ -2,6 +2,7 @@ package natslog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -105,6 +106,11 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 		n.writer.release(ctx)
 		return
 	}
+	if time.Now().Before(n.restUntil) {
+		// This node could not catch up to its fence in time: the lease
+		// is left to a node that is caught up, for a while.
+		return
+	}
 	held, err := n.writer.try(ctx, r.Node, r.Addr)
 	if err != nil && ctx.Err() == nil {
 		n.logger.Warn("writer lease", "err", err)
@@ -121,6 +127,17 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 	}
 	start := time.Now()
 	if err := n.becomeWriter(ctx, r); err != nil {
+		if errors.Is(err, errCatchingUp) && time.Since(n.fencedAt) > n.cfg.LeaseTTL {
+			// Far behind (back from a long stop, or a new node): holding
+			// the lease through the whole catch-up would keep the cluster
+			// without a writer while another node is ready. Give it up,
+			// and stay out for a TTL; the next take-over fences anew.
+			n.fence = 0
+			n.writer.release(ctx)
+			n.restUntil = time.Now().Add(n.cfg.LeaseTTL)
+			n.logger.Warn("left the writer lease to a node that is caught up: this one is still far behind", "err", err)
+			return
+		}
 		if ctx.Err() == nil {
 			n.logger.Warn("taking over as writer", "err", err)
 		}
@@ -134,6 +151,10 @@ func (n *Node) keepWriter(ctx context.Context, r Roles) {
 	}
 }
 
+// errCatchingUp: a node taking over has not yet applied the stream up to
+// its fence.
+var errCatchingUp = errors.New("still catching up")
+
 func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
 	// One fence per take-over: while this node catches up, later attempts
 	// wait for the same fence rather than append another.
@@ -143,7 +164,7 @@ func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
 		if fence, err = n.appendFence(ctx); err != nil {
 			return fmt.Errorf("appending the fence: %w", err)
 		}
-		n.fence = fence
+		n.fence, n.fencedAt = fence, time.Now()
 	}
 	deadline := time.Now().Add(n.cfg.LeaseTTL / 2)
 	for r.Log.ReplPos() < fence {
@@ -151,7 +172,7 @@ func (n *Node) becomeWriter(ctx context.Context, r Roles) error {
 			return fmt.Errorf("applied up to position %d of fence %d: %w", r.Log.ReplPos(), fence, err)
 		}
 		if time.Now().After(deadline) || !n.writer.valid() {
-			return fmt.Errorf("applied up to position %d of fence %d: still catching up", r.Log.ReplPos(), fence)
+			return fmt.Errorf("applied up to position %d of fence %d: %w", r.Log.ReplPos(), fence, errCatchingUp)
 		}
 		select {
 		case <-ctx.Done():
