@@ -182,7 +182,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		// In a cluster deliveries run on the holder of the dispatcher
 		// lease; the first writer of an empty log bootstraps it.
 		deliveriesDone = runCluster(deliveryCtx, node, natslog.Roles{
-			Node: cfg.Cluster.NodeName, Addr: apiLn.Addr().String(), Log: log,
+			Node: cfg.Cluster.NodeName, Addr: advertised(cfg, apiLn.Addr()), Log: log,
 			Prepare:  state.ReloadIdempotency,
 			Dispatch: deliveries.Run,
 			Became: func() {
@@ -317,4 +317,14 @@ func logLevel(cfg *config.Config) slog.Level {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Log.Level))
 	return level
+}
+
+// advertised is the address the other nodes of a cluster forward writes
+// to: cluster.advertise, else the address the API listens on (which
+// config refuses when it binds every address).
+func advertised(cfg *config.Config, listening net.Addr) string {
+	if cfg.Cluster.Advertise != "" {
+		return cfg.Cluster.Advertise
+	}
+	return listening.String()
 }

@@ -97,6 +97,7 @@ type Config struct {
 		Replicas     int           // cluster.replicas: copies of the log stream
 		LeaseTTL     time.Duration // cluster.lease_ttl
 		ReadWait     time.Duration // cluster.read_wait: the longest X-Min-Seq wait
+		Advertise    string        // cluster.advertise: host:port other nodes reach this node's API at
 		// Mutual TLS on the embedded NATS server's routes, or on the
 		// connection to cluster.nats_url: all three or none
 		// (cluster.tls_cert_file, cluster.tls_key_file, cluster.tls_ca_file).

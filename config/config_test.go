@@ -65,6 +65,7 @@ var samples = map[string]string{
 	"cluster.replicas":                "3",
 	"cluster.lease_ttl":               "5s",
 	"cluster.read_wait":               "2s",
+	"cluster.advertise":               "10.0.0.1:8080",
 	"cluster.tls_cert_file":           "/etc/demosvc/n1.crt",
 	"cluster.tls_key_file":            "/etc/demosvc/n1.key",
 	"cluster.tls_ca_file":             "/etc/demosvc/ca.crt",
@@ -147,7 +148,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"dashboard.session_max": "168h", "dashboard.sign_in_per_minute": "10", "dashboard.public_url": "",
 		"cluster.enabled": "false", "cluster.name": "demosvc", "cluster.node_name": "",
 		"cluster.listen": "127.0.0.1:6222", "cluster.routes": "", "cluster.client_listen": "127.0.0.1:4222",
-		"cluster.nats_url": "", "cluster.replicas": "3", "cluster.lease_ttl": "10s", "cluster.read_wait": "5s",
+		"cluster.nats_url": "", "cluster.replicas": "3", "cluster.lease_ttl": "10s", "cluster.read_wait": "5s", "cluster.advertise": "",
 		"cluster.tls_cert_file": "", "cluster.tls_key_file": "", "cluster.tls_ca_file": "",
 	}
 	keys := Keys()
@@ -537,6 +538,7 @@ func TestValidation(t *testing.T) {
 		{"cluster.replicas", "1", ok, ""}, {"cluster.replicas", "0", bad, ""}, {"cluster.replicas", "6", bad, ""},
 		{"cluster.lease_ttl", "1s", ok, ""}, {"cluster.lease_ttl", "500ms", bad, ""},
 		{"cluster.read_wait", "0s", bad, ""},
+		{"cluster.advertise", "10.0.0.1:8080", ok, ""}, {"cluster.advertise", "node1.internal:8080", ok, ""}, {"cluster.advertise", "10.0.0.1", bad, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -612,6 +614,13 @@ func TestClusterKeysTogether(t *testing.T) {
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223"}, ""},
 		{map[string]string{"cluster.node_name": "n1"}, ""},
+		// The other nodes forward writes to this one's API: an address
+		// that binds every address does not say where that is.
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": "0.0.0.0:8080"}, "set cluster.advertise"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": ":8080"}, "set cluster.advertise"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": "[::]:8080"}, "set cluster.advertise"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": ":8080", "cluster.advertise": "10.0.0.1:8080"}, ""},
+		{map[string]string{"listen": ":8080"}, ""},
 		// TLS to the other nodes or to NATS: all three files or none.
 		{map[string]string{"cluster.tls_cert_file": "n1.crt", "cluster.tls_key_file": "n1.key"}, "set all three or none"},
 		{map[string]string{"cluster.tls_ca_file": "ca.crt"}, "set all three or none"},

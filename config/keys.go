@@ -126,6 +126,8 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Cluster.LeaseTTL }, func(c *Config) error { return atLeast(c.Cluster.LeaseTTL, time.Second) }},
 	{"cluster.read_wait", "how long a request with X-Min-Seq waits for this node to apply that seq",
 		func(c *Config) any { return &c.Cluster.ReadWait }, func(c *Config) error { return positive(c.Cluster.ReadWait) }},
+	{"cluster.advertise", "host:port the other nodes reach this node's API at, to forward writes (empty = listen, which must then name a host, not every address)",
+		func(c *Config) any { return &c.Cluster.Advertise }, func(c *Config) error { return emptyOr(c.Cluster.Advertise, hostPort) }},
 	{"cluster.tls_cert_file", "this node's certificate (PEM): with cluster.tls_key_file and cluster.tls_ca_file, the routes between the nodes' NATS servers, or the connection to cluster.nats_url, use mutual TLS (empty = plain TCP)",
 		func(c *Config) any { return &c.Cluster.TLSCertFile }, nil},
 	{"cluster.tls_key_file", "the private key (PEM) of cluster.tls_cert_file",
@@ -278,6 +280,11 @@ func (c *Config) checkTogether() error {
 	if tls := c.Cluster.TLSCertFile != ""; tls != (c.Cluster.TLSKeyFile != "") || tls != (c.Cluster.TLSCAFile != "") {
 		return errors.New("config: cluster.tls_cert_file, cluster.tls_key_file and cluster.tls_ca_file go together: set all three or none")
 	}
+	if c.Cluster.Enabled && c.Cluster.Advertise == "" {
+		if host, _, err := net.SplitHostPort(c.Listen); err == nil && unspecified(host) {
+			return fmt.Errorf("config: listen %q binds every address, which does not tell the other nodes where to forward writes to this one: set cluster.advertise to the host:port they reach its API at", c.Listen)
+		}
+	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
 		routes, _ := c.ClusterRoutes()
 		if len(routes) == 0 {
@@ -285,6 +292,16 @@ func (c *Config) checkTogether() error {
 		}
 	}
 	return nil
+}
+
+// unspecified reports whether a listen host binds every address: "",
+// 0.0.0.0 or ::.
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
 }
 
 // ClusterRoutes returns cluster.routes as a list of host:port.
