@@ -189,7 +189,11 @@ func (s *Server) redeliver(mode string) http.HandlerFunc {
 			return
 		}
 		pr, wh := principal(w), param(w, "id")
-		if err := s.deps.State.WebhookSendable(pr.Account.ID, wh); err != nil {
+		// The account's webhook, whatever its status: a disabled one is
+		// refused by the command, after a retry under an Idempotency-Key
+		// has been given its recorded answer (a redelivery can itself end
+		// in a 410 that disables the webhook).
+		if _, err := s.deps.State.Webhook(pr.Account.ID, wh); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -210,8 +214,8 @@ func (s *Server) redeliver(mode string) http.HandlerFunc {
 // or replay call of webhook wh queues, at most projections.MaxRedelivery,
 // and records it; the answer is a projections.RedeliveryAnswer (or a
 // Replay under an Idempotency-Key). The one path of the API's recover
-// and replay and the dashboard's buttons; the caller has checked
-// WebhookSendable.
+// and replay and the dashboard's buttons; the caller has checked that wh
+// is the account's (the command refuses a disabled one).
 func Redeliver(ctx context.Context, st *projections.Projections, dp *delivery.Dispatcher, pr projections.Principal,
 	wh, mode string, win delivery.Window, idem *projections.Idempotency) (any, error) {
 	var plan delivery.Plan
