@@ -209,21 +209,27 @@ type retryResult struct {
 	err error
 }
 
+// ErrNotRunning reports a retry asked of a webhook whose deliveries are
+// not running at the moment: disabled, just registered, stopping, or
+// stopped by a storage error until its next event.
+var ErrNotRunning = errors.New("deliveries of this webhook are not running at the moment")
+
 // Retry sends a failed delivery again, with a fresh attempt count. It
-// returns ErrNoDelivery for an unknown webhook or delivery and ErrNotFailed
-// for one that is pending or succeeded.
+// returns ErrNoDelivery for an unknown delivery, ErrNotFailed for one that
+// is pending or succeeded, and ErrNotRunning when the webhook has no
+// delivery loop (the caller has checked that the webhook exists).
 func (dp *Dispatcher) Retry(ctx context.Context, wh, id string) (Delivery, error) {
 	dp.mu.Lock()
 	l := dp.loops[wh]
 	dp.mu.Unlock()
 	if l == nil {
-		return Delivery{}, ErrNoDelivery
+		return Delivery{}, ErrNotRunning
 	}
 	req := retryReq{id: id, done: make(chan retryResult, 1)}
 	select {
 	case l.retryReqs <- req:
 	case <-l.ctx.Done():
-		return Delivery{}, ErrNoDelivery
+		return Delivery{}, ErrNotRunning
 	case <-ctx.Done():
 		return Delivery{}, ctx.Err()
 	}

@@ -183,7 +183,7 @@ func (l *loop) drain() error {
 	for len(l.busy) > 0 || l.inflight > 0 || len(l.unwritten.outcomes) > 0 {
 		select {
 		case req := <-l.retryReqs:
-			req.done <- retryResult{err: errors.New("deliveries are stopping; retry after the restart")}
+			req.done <- retryResult{err: ErrNotRunning}
 		case r := <-l.results:
 			if err := l.record(r); err != nil {
 				return err
@@ -471,10 +471,14 @@ func (l *loop) stored(w write) error {
 		l.ready = append(l.ready, d.ID)
 	}
 	for _, d := range w.outcomes {
-		if d.Status == StatusPending {
+		switch {
+		case d.Status == StatusPending:
 			l.schedule(d) // its retry, now that its failed attempt is stored
-		} else {
+		case l.pending[d.ID] == d:
 			delete(l.pending, d.ID)
+		default:
+			// Retried by hand since this write stored it as failed (the
+			// attempt log showed it so): the retry's delivery stays.
 		}
 	}
 	if w.outcomes != nil {

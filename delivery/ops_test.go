@@ -3,6 +3,7 @@ package delivery
 import (
 	"crypto/hmac"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -649,4 +651,88 @@ func TestRetentionPrunes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// outcomeHolder holds the first outcome write (one that moves no cursor)
+// after arm once it is durable: readable in the store, but not yet handed
+// back to the loop, as when the loop's select takes another case first.
+type outcomeHolder struct {
+	stateWriter
+	armed   *atomic.Bool
+	held    *atomic.Int64
+	release chan struct{}
+}
+
+func (h outcomeHolder) StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) func() error {
+	synced := h.stateWriter.StartWriteSync(puts, delFrom, delTo)
+	if len(puts) == 0 || isCursorKey(puts[len(puts)-1].Key) || !h.armed.CompareAndSwap(true, false) {
+		return synced
+	}
+	return func() error {
+		err := synced()
+		h.held.Add(1)
+		<-h.release
+		return err
+	}
+}
+
+// TestARetryOfADeliveryWhoseFailureIsBeingStoredIsNotLost: an operator
+// retries a delivery the attempt log shows failed while the loop has not
+// yet taken back the write that stored it. Taken back after the retry,
+// that write took the retried delivery out of the pending set: its
+// attempt was sent, its outcome dropped, and it stayed pending with no
+// attempt until a restart sent it again.
+func TestARetryOfADeliveryWhoseFailureIsBeingStoredIsNotLost(t *testing.T) {
+	w := openWorld(t, "")
+	second := make(chan struct{})
+	rv := newReceiver(t, func(n int) (int, time.Duration) {
+		if n == 1 {
+			return 500, 0
+		}
+		<-second
+		return 200, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	h := outcomeHolder{armed: new(atomic.Bool), held: new(atomic.Int64), release: make(chan struct{})}
+	h.armed.Store(true)
+	cfg := testConfig()
+	cfg.MaxRetries = 0
+	w.startWith(cfg, nil, func(dp *Dispatcher) { h.stateWriter = dp.store.w; dp.store.w = h })
+	w.startSession(w.newAgent(), "a@example.com")
+	var id string
+	waitFor(t, "the failure in the store, its write not yet taken back", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) == 1 && ds[0].Status == StatusFailed && h.held.Load() == 1 {
+			id = ds[0].ID
+			return true
+		}
+		return false
+	})
+	if d, err := w.m.Retry(t.Context(), wh.ID, id); err != nil || d.Status != StatusPending {
+		t.Fatalf("retry: %+v, %v; want it pending", d, err)
+	}
+	waitFor(t, "the retried attempt at the receiver", func() bool { return rv.count() == 2 })
+	close(h.release) // the loop takes the write back now, after the retry
+	w.throughLoop(wh.ID)
+	close(second) // the retried attempt succeeds
+	waitFor(t, "the retried delivery stored as succeeded", func() bool {
+		d, _, _ := w.m.store.get(wh.ID, id)
+		return d.Status == StatusSucceeded && d.Attempts == 1
+	})
+}
+
+// A retry asked of a webhook whose deliveries are not running (stopped
+// here; also disabled, just registered, or stopped by a storage error)
+// says so, rather than that the delivery does not exist.
+func TestARetryWithoutADeliveryLoopSaysDeliveriesAreNotRunning(t *testing.T) {
+	w := openWorld(t, "")
+	wh := w.register(newReceiver(t, nil).URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "the delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	id := deliveriesOf(t, w, wh.ID)[0].ID
+	w.stop()
+	if _, err := w.m.Retry(t.Context(), wh.ID, id); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("a retry with the deliveries stopped: %v, want ErrNotRunning", err)
+	}
 }

@@ -327,8 +327,15 @@ func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
 	if !s.deliveriesOf(w, r, wh) {
 		return
 	}
+	if err := s.deps.State.WebhookSendable(principal(w).Account.ID, wh); err != nil {
+		s.writeError(w, r, err) // disabled: enable it first, as for a test, recover or replay
+		return
+	}
 	d, err := s.deps.Deliveries.Retry(r.Context(), wh, id)
 	switch {
+	case errors.Is(err, delivery.ErrNotRunning):
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, apiError(EUnavailable, "", "the deliveries of webhook %s are not running at the moment (starting or stopping); retry shortly", wh))
 	case errors.Is(err, delivery.ErrNoDelivery):
 		s.writeError(w, r, apiError(projections.ENotFound, "", "no delivery %q of webhook %s", id, wh))
 	case errors.Is(err, delivery.ErrNotFailed):

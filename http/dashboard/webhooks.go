@@ -231,10 +231,17 @@ func (db *Dashboard) handleRetryDelivery(w http.ResponseWriter, r *http.Request,
 		db.errorPage(w, r, http.StatusServiceUnavailable, "Deliveries are not served by this process.")
 		return
 	}
+	if err := db.deps.State.WebhookSendable(c.Account.ID, wh.ID); err != nil {
+		db.failed(w, r, err) // disabled: enable it first
+		return
+	}
 	ctx, cancel := contextWithTimeout(r, retryWait)
 	defer cancel()
 	_, err = db.deps.Deliveries.Retry(ctx, wh.ID, r.PathValue("dlv"))
 	switch {
+	case errors.Is(err, delivery.ErrNotRunning):
+		db.errorPage(w, r, http.StatusServiceUnavailable, "This webhook's deliveries are starting or stopping. Try again in a moment.")
+		return
 	case errors.Is(err, delivery.ErrNoDelivery):
 		db.errorPage(w, r, http.StatusNotFound, "This webhook has no such delivery.")
 		return
