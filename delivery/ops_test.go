@@ -653,6 +653,35 @@ func TestRetentionPrunes(t *testing.T) {
 	})
 }
 
+// A paused webhook's pending deliveries outlive the retention: enabled
+// again, it is sent what it missed (retention removed them, and its
+// cursor was past their events: they were never sent).
+func TestRetentionKeepsAPausedWebhooksPendingDeliveries(t *testing.T) {
+	w := openWorld(t, "")
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries = 5
+	cfg.Retention = time.Hour
+	w.start(cfg)
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "a retry pending", pendingAfterOneAttempt(t, w, wh.ID, 1))
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loop to stop", func() bool { return !w.hasLoop(wh.ID) })
+	clock.Advance(2 * time.Hour)
+	w.m.pruneIdle([]string{wh.ID}) // what the dispatcher runs for a webhook with no loop
+	if ds := deliveriesOf(t, w, wh.ID); len(ds) != 1 || ds[0].Status != StatusPending {
+		t.Fatalf("after retention the paused webhook has %+v, want its pending delivery", ds)
+	}
+	healthy.Store(true)
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("enabled")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAdvancing(t, clock, time.Second, "the missed delivery sent once enabled", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+}
+
 // outcomeHolder holds the first outcome write (one that moves no cursor)
 // after arm once it is durable: readable in the store, but not yet handed
 // back to the loop, as when the loop's select takes another case first.

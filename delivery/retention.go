@@ -35,8 +35,9 @@ func idFloor(prefix string, t time.Time) string {
 
 // pruneStep removes, oldest first, at most pruneBatch deliveries of wh
 // created before cutoff, and their attempts, stopping at the first one
-// that is younger or that keep holds (a delivery pending in a loop's
-// memory). Delivery ids sort by creation, so what it removes is a run at
+// that is younger, pending in the store (a disabled webhook's keeps its
+// pending deliveries for when it is enabled again), or that keep holds (a
+// delivery pending in a loop's memory). Delivery ids sort by creation, so what it removes is a run at
 // the start of the keyspace: range deletions, attempts and the event index
 // first, deliveries last (a crash between leaves deliveries without
 // attempts, which the next step removes). It reports whether more may remain.
@@ -51,7 +52,7 @@ func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id strin
 		if err != nil {
 			return err
 		}
-		if n == pruneBatch || !time.Unix(d.CreatedAt, 0).Before(cutoff) || keep(id) {
+		if n == pruneBatch || !time.Unix(d.CreatedAt, 0).Before(cutoff) || d.Status == StatusPending || keep(id) {
 			firstKept = id
 			return errStop
 		}
@@ -109,7 +110,8 @@ func (l *loop) prune() (time.Duration, error) {
 
 // pruneIdle runs retention steps for the webhooks that have no loop (the
 // disabled ones), until each has nothing more to remove; the dispatcher's
-// lock keeps a loop from starting for one meanwhile.
+// lock keeps a loop from starting for one meanwhile. Their pending
+// deliveries stay: enabled again, a webhook is sent what it missed.
 func (dp *Dispatcher) pruneIdle(idle []string) {
 	keep := dp.cfg.Retention
 	if keep <= 0 {
