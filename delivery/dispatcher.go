@@ -53,7 +53,11 @@ type Dispatcher struct {
 	mu    sync.Mutex
 	loops map[string]*loop
 	idle  []string // disabled webhooks, which have no loop: retention.go
-	wg    sync.WaitGroup
+	// live is the webhooks the last reconcile found registered: one gone
+	// since without a loop (disabled, or its loop stopped by an error)
+	// has its delivery state forgotten by the next.
+	live map[string]bool
+	wg   sync.WaitGroup
 
 	secretErrs sync.Map // secret errors logged already
 }
@@ -184,6 +188,16 @@ func (dp *Dispatcher) reconcile() {
 			}
 		}()
 	}
+	for id := range dp.live {
+		if !live[id] && dp.loops[id] == nil {
+			// Deleted with no loop to forget its state when it ends.
+			if err := dp.store.forget(id); err != nil {
+				dp.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", id, "err", err)
+				live[id] = true // tried again at the next reconcile
+			}
+		}
+	}
+	dp.live = live
 	for id, l := range dp.loops {
 		if !live[id] {
 			l.deleted.Store(true)

@@ -682,6 +682,33 @@ func TestRetentionKeepsAPausedWebhooksPendingDeliveries(t *testing.T) {
 	waitAdvancing(t, clock, time.Second, "the missed delivery sent once enabled", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
 }
 
+// Deleting a disabled webhook, which has no loop to forget its delivery
+// state when it ends, drops that state too: cursor, attempt log, attempt
+// details (answers' headers and bodies) and counts. It was kept for ever.
+func TestDeletingADisabledWebhookDropsItsDeliveryState(t *testing.T) {
+	w := openWorld(t, "")
+	wh := w.register(newReceiver(t, nil).URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "one delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loop to stop", func() bool { return !w.hasLoop(wh.ID) })
+	keys := func() int {
+		n := 0
+		_ = w.store.Scan(webhookPrefix(wh.ID), func(_, _ []byte) error { n++; return nil })
+		return n
+	}
+	if keys() == 0 {
+		t.Fatal("the disabled webhook has no delivery state to drop")
+	}
+	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted webhook's delivery state dropped", func() bool { return keys() == 0 })
+}
+
 // outcomeHolder holds the first outcome write (one that moves no cursor)
 // after arm once it is durable: readable in the store, but not yet handed
 // back to the loop, as when the loop's select takes another case first.
