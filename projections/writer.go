@@ -281,21 +281,21 @@ func (f *flight) done() <-chan struct{} {
 	return f.commit.Done()
 }
 
-// pipelines says whether the next group may be decided while f syncs. Not
-// once f's commit has ended: f must be finished first, and if it failed,
-// the state rebuilt, before anything is decided against it. A failed
-// commit on one node fails every later one in flight too (the log stops),
-// but a replicated log goes on after a refused append, and its commit has
-// always ended by the time Start returns: a group decided against one
-// that failed there could commit, acknowledging what follows from
-// changes that were never made.
+// pipelines says whether the next group may be decided while f syncs, or
+// after it, before f is finished. Not after a commit that failed: f must
+// be finished first, and the state rebuilt, before anything is decided
+// against it. On one node a failed commit fails every later one in flight
+// too (the log stops), but a replicated log goes on after a refused
+// append, and its commit has always ended by the time Start returns: a
+// group decided against one that failed there could commit, acknowledging
+// what follows from changes that were never made.
 func (f *flight) pipelines() bool {
 	if f.commit == nil || f.auth {
 		return false
 	}
 	select {
 	case <-f.commit.Done():
-		return false
+		return f.commit.Wait() == nil
 	default:
 		return true
 	}
