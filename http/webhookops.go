@@ -40,9 +40,10 @@ func (s *Server) handleUpdateWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeOptional decodes a body that may be left out entirely: no body
-// (Content-Length 0) is the zero value.
+// (Content-Length 0) is the zero value, whatever Content-Type says (many
+// clients send application/json on every POST, body or not).
 func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) ([]byte, bool) {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+	if r.ContentLength == 0 {
 		return nil, true
 	}
 	return s.decodeBody(w, r, v)

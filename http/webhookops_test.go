@@ -50,3 +50,17 @@ func TestSecretAnswersAreSealedInTheIdempotencyStore(t *testing.T) {
 		t.Errorf("%d recorded answers (%v), want 2", records, err)
 	}
 }
+
+// A body left out is the defaults, whatever Content-Type says: many
+// clients send application/json on every POST.
+func TestAnEmptyBodyIsTheDefaultsEvenAsJSON(t *testing.T) {
+	ts := newTestServer(t, nil)
+	reg := ts.do("POST", "/v1/webhooks", `{"url":"https://hooks.example.com/x","events":["lead.hot"]}`, "Content-Type", "application/json")
+	var wh struct{ ID string }
+	json.Unmarshal(reg.Body.Bytes(), &wh)
+	for _, h := range [][]string{nil, {"Content-Type", "application/json"}} {
+		if rot := ts.do("POST", "/v1/webhooks/"+wh.ID+"/rotate-secret", "", h...); rot.Code != http.StatusOK {
+			t.Errorf("rotate-secret with no body, headers %v: %d %s", h, rot.Code, rot.Body)
+		}
+	}
+}
