@@ -686,11 +686,7 @@ func TestRetentionKeepsAPausedWebhooksPendingDeliveries(t *testing.T) {
 // state when it ends, drops that state too: cursor, attempt log, attempt
 // details (answers' headers and bodies) and counts. It was kept for ever.
 func TestDeletingADisabledWebhookDropsItsDeliveryState(t *testing.T) {
-	w := openWorld(t, "")
-	wh := w.register(newReceiver(t, nil).URL, "contact.created")
-	w.start(testConfig())
-	w.startSession(w.newAgent(), "a@example.com")
-	waitFor(t, "one delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	w, wh := deliveredOnce(t)
 	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
 		t.Fatal(err)
 	}
@@ -781,14 +777,22 @@ func TestARetryOfADeliveryWhoseFailureIsBeingStoredIsNotLost(t *testing.T) {
 // here; also disabled, just registered, or stopped by a storage error)
 // says so, rather than that the delivery does not exist.
 func TestARetryWithoutADeliveryLoopSaysDeliveriesAreNotRunning(t *testing.T) {
-	w := openWorld(t, "")
-	wh := w.register(newReceiver(t, nil).URL, "contact.created")
-	w.start(testConfig())
-	w.startSession(w.newAgent(), "a@example.com")
-	waitFor(t, "the delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	w, wh := deliveredOnce(t)
 	id := deliveriesOf(t, w, wh.ID)[0].ID
 	w.stop()
 	if _, err := w.m.Retry(t.Context(), wh.ID, id); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("a retry with the deliveries stopped: %v, want ErrNotRunning", err)
 	}
+}
+
+// deliveredOnce is a running world whose webhook on contact.created has
+// had one delivery, succeeded.
+func deliveredOnce(t *testing.T) (*world, projections.WebhookView) {
+	t.Helper()
+	w := openWorld(t, "")
+	wh := w.register(newReceiver(t, nil).URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "one delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	return w, wh
 }
