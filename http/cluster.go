@@ -79,29 +79,17 @@ type ClusterOptions struct {
 // request's own X-Forwarded-For and Forwarded, each with this node's peer
 // added, so that a writer whose http.trusted_proxies lists the nodes (and
 // the load balancer before them) names the client, not this node. Over
-// HTTPS the writer's certificate is verified for the name the client
-// asked for (the request's Host), which every node serves, and not for
-// the writer's address.
+// HTTPS the writer's certificate is verified for the address the writer
+// advertises (cluster.advertise: a name its certificate covers), never
+// for anything a client sends: connections are kept and shared.
 func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
 		DialContext:           dialer.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		ResponseHeaderTimeout: o.ForwardTimeout,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
-		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			name, _ := ctx.Value(writerNameKey{}).(string)
-			tc := tls.Client(conn, &tls.Config{ServerName: name, RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12})
-			if err := tc.HandshakeContext(ctx); err != nil {
-				conn.Close()
-				return nil, err
-			}
-			return tc, nil
-		},
 	}
 	proxy := &httputil.ReverseProxy{
 		Transport: transport,
@@ -179,19 +167,11 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			unavailable(w, "the cluster has no writer at the moment (one is being elected); retry shortly")
 			return
 		}
-		ctx := context.WithValue(r.Context(), writerAddrKey{}, addr)
-		name := r.Host
-		if h, _, err := net.SplitHostPort(name); err == nil {
-			name = h
-		}
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, writerNameKey{}, name)))
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerAddrKey{}, addr)))
 	})
 }
 
-type (
-	writerAddrKey struct{} // the writer's address, host:port
-	writerNameKey struct{} // the name its certificate is verified for
-)
+type writerAddrKey struct{} // the writer's advertised address, host:port
 
 // forwardedNode is addr as a Forwarded header's node: an IPv6 address in
 // brackets (RFC 7239, 6).

@@ -71,8 +71,9 @@ func TestAForwardedWriteKeepsTheClientsAddress(t *testing.T) {
 	}
 }
 
-// Over HTTPS a follower verifies the writer's certificate for the name
-// the client asked for, not the writer's address.
+// Over HTTPS a follower verifies the writer's certificate for the address
+// the writer advertises, never for a name a client sends: connections are
+// kept and shared between clients.
 func TestAFollowerForwardsToAWriterServingHTTPS(t *testing.T) {
 	writer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderSeq, "0")
@@ -81,17 +82,26 @@ func TestAFollowerForwardsToAWriterServingHTTPS(t *testing.T) {
 	defer writer.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(writer.Certificate()) // for example.com, 127.0.0.1 and ::1
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(writer.URL, "https://"))
 	ts := newTestServer(t, nil)
-	for host, want := range map[string]int{"example.com": http.StatusCreated, "example.com:443": http.StatusCreated, "other.example": http.StatusServiceUnavailable} {
-		// A follower of its own each: a connection once verified is kept
-		// for the next write to the same writer, whatever its Host.
-		f := forwardingTo(ts, strings.TrimPrefix(writer.URL, "https://"), "https", roots)
+	for _, c := range []struct {
+		advertised, host string
+		want              int
+	}{
+		// Whatever the client calls the service, by name or address.
+		{"127.0.0.1:" + port, "demos.example.net", http.StatusCreated},
+		{"127.0.0.1:" + port, "10.0.0.2:8443", http.StatusCreated},
+		{"127.0.0.1:" + port, "", http.StatusCreated},
+		// localhost is 127.0.0.1 too, but the certificate does not name it.
+		{"localhost:" + port, "localhost", http.StatusServiceUnavailable},
+	} {
+		f := forwardingTo(ts, c.advertised, "https", roots)
 		r := httptest.NewRequest("POST", "/v1/agents", strings.NewReader(`{}`))
-		r.Host = host
+		r.Host = c.host
 		w := httptest.NewRecorder()
 		f.ServeHTTP(w, r)
-		if w.Code != want {
-			t.Errorf("Host %s: %d %s, want %d", host, w.Code, w.Body, want)
+		if w.Code != c.want {
+			t.Errorf("writer at %s, Host %q: %d %s, want %d", c.advertised, c.host, w.Code, w.Body, c.want)
 		}
 	}
 }
