@@ -60,53 +60,46 @@ func (p proxies) clientAddr(r *http.Request) string {
 	if len(p.prefixes) == 0 || !p.trusted(addr) {
 		return addr.String()
 	}
-	chain, ok := p.chain(r)
-	if !ok {
-		return addr.String()
-	}
-	for i := len(chain) - 1; i >= 0; i-- {
-		if !p.trusted(chain[i]) {
-			return chain[i].String()
+	// From the nearest hop back: the first that is not a trusted proxy
+	// is the client. What is left of it, the client wrote itself (a
+	// proxy appends to the header it was sent), and is never read. A hop
+	// a trusted proxy wrote that is not an address (an obfuscated
+	// identifier, "unknown", a zone) leaves the peer as the client.
+	hops := p.chain(r)
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseForwardedAddr(hops[i])
+		if !ok {
+			break
 		}
-	}
-	if len(chain) > 0 {
-		return chain[0].String()
+		if !p.trusted(a) || i == 0 {
+			return a.String() // every hop trusted: the first one
+		}
 	}
 	return addr.String()
 }
 
-// chain returns the addresses a request was forwarded for, client first;
-// ok is false when the header is malformed or names something that is not
-// an address (an obfuscated identifier, "unknown").
-func (p proxies) chain(r *http.Request) (chain []netip.Addr, ok bool) {
+// chain returns the hops a request was forwarded for, client first, as
+// written.
+func (p proxies) chain(r *http.Request) (hops []string) {
 	if p.forwarded {
 		for _, line := range r.Header.Values("Forwarded") {
 			for _, elem := range strings.Split(line, ",") {
 				for _, pair := range strings.Split(elem, ";") {
 					k, v, found := strings.Cut(strings.TrimSpace(pair), "=")
-					if !found || !strings.EqualFold(k, "for") {
-						continue
+					if found && strings.EqualFold(k, "for") {
+						hops = append(hops, strings.Trim(v, `"`))
 					}
-					a, ok := parseForwardedAddr(strings.Trim(v, `"`))
-					if !ok {
-						return nil, false
-					}
-					chain = append(chain, a)
 				}
 			}
 		}
-		return chain, len(chain) > 0
+		return hops
 	}
 	for _, line := range r.Header.Values("X-Forwarded-For") {
 		for _, f := range strings.Split(line, ",") {
-			a, ok := parseForwardedAddr(strings.TrimSpace(f))
-			if !ok {
-				return nil, false
-			}
-			chain = append(chain, a)
+			hops = append(hops, strings.TrimSpace(f))
 		}
 	}
-	return chain, len(chain) > 0
+	return hops
 }
 
 // parseForwardedAddr reads "192.0.2.1", "192.0.2.1:443", "2001:db8::1" or

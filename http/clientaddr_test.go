@@ -37,6 +37,11 @@ func TestTheClientAddressComesFromForwardingHeadersOnlyBehindATrustedProxy(t *te
 		{"a zone in X-Forwarded-For falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "fe80::1%eth0"}}, "10.1.2.3", false},
 		{"a zone with a port falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "[fe80::1%eth0]:443"}}, "10.1.2.3", false},
 		{"garbage falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "not an address"}}, "10.1.2.3", false},
+		// nginx and Caddy append to what the client sent: garbage the
+		// client wrote before its own address is never read.
+		{"a client's garbage before its address is not read", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "unknown, 198.51.100.9"}}, "198.51.100.9", false},
+		{"a client's obfuscated hop before its address is not read", "10.1.2.3:5000", [][2]string{{"Forwarded", "for=_hidden, for=198.51.100.9"}}, "198.51.100.9", true},
+		{"garbage after the client, from a trusted proxy, falls back to the peer", "10.1.2.3:5000", [][2]string{{"X-Forwarded-For", "198.51.100.9, unknown"}}, "10.1.2.3", false},
 		{"every hop trusted: the first one", "[::1]:5000", [][2]string{{"X-Forwarded-For", "10.0.0.1, 10.0.0.2"}}, "10.0.0.1", false},
 		{"IPv4-mapped peers count as IPv4", "[::ffff:10.1.2.3]:5000", [][2]string{{"X-Forwarded-For", "198.51.100.3"}}, "198.51.100.3", false},
 	} {

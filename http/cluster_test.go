@@ -86,7 +86,7 @@ func TestAFollowerForwardsToAWriterServingHTTPS(t *testing.T) {
 	ts := newTestServer(t, nil)
 	for _, c := range []struct {
 		advertised, host string
-		want              int
+		want             int
 	}{
 		// Whatever the client calls the service, by name or address.
 		{"127.0.0.1:" + port, "demos.example.net", http.StatusCreated},
