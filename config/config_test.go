@@ -621,6 +621,13 @@ func TestClusterKeysTogether(t *testing.T) {
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": "[::]:8080"}, "set cluster.advertise"},
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": ":8080", "cluster.advertise": "10.0.0.1:8080"}, ""},
 		{map[string]string{"listen": ":8080"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": "[::ffff:0.0.0.0]:8080"}, "set cluster.advertise"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": ":8080", "cluster.advertise": "0.0.0.0:8080"}, "names every address"},
+		// The default listen is this machine only: fine for nodes on one
+		// machine, not when the routes name other hosts.
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "10.0.0.2:6222,10.0.0.3:6222"}, "set cluster.advertise"},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223,localhost:6224"}, ""},
+		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "10.0.0.2:6222", "cluster.advertise": "10.0.0.1:8080"}, ""},
 		// TLS to the other nodes or to NATS: all three files or none.
 		{map[string]string{"cluster.tls_cert_file": "n1.crt", "cluster.tls_key_file": "n1.key"}, "set all three or none"},
 		{map[string]string{"cluster.tls_ca_file": "ca.crt"}, "set all three or none"},

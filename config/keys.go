@@ -280,9 +280,9 @@ func (c *Config) checkTogether() error {
 	if tls := c.Cluster.TLSCertFile != ""; tls != (c.Cluster.TLSKeyFile != "") || tls != (c.Cluster.TLSCAFile != "") {
 		return errors.New("config: cluster.tls_cert_file, cluster.tls_key_file and cluster.tls_ca_file go together: set all three or none")
 	}
-	if c.Cluster.Enabled && c.Cluster.Advertise == "" {
-		if host, _, err := net.SplitHostPort(c.Listen); err == nil && unspecified(host) {
-			return fmt.Errorf("config: listen %q binds every address, which does not tell the other nodes where to forward writes to this one: set cluster.advertise to the host:port they reach its API at", c.Listen)
+	if c.Cluster.Enabled {
+		if err := c.checkAdvertised(); err != nil {
+			return err
 		}
 	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
@@ -294,14 +294,52 @@ func (c *Config) checkTogether() error {
 	return nil
 }
 
-// unspecified reports whether a listen host binds every address: "",
-// 0.0.0.0 or ::.
+// checkAdvertised refuses an address the other nodes of a cluster could
+// not forward writes to: one that binds every address, or a loopback one
+// while the routes name other hosts (they would forward to themselves).
+func (c *Config) checkAdvertised() error {
+	if c.Cluster.Advertise != "" {
+		if host, _, _ := net.SplitHostPort(c.Cluster.Advertise); unspecified(host) {
+			return fmt.Errorf("config: cluster.advertise %q names every address, not this node: give the host:port the other nodes reach its API at", c.Cluster.Advertise)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return nil // listen's own check says so
+	}
+	if unspecified(host) {
+		return fmt.Errorf("config: listen %q binds every address, which does not tell the other nodes where to forward writes to this one: set cluster.advertise to the host:port they reach its API at", c.Listen)
+	}
+	if loopback(host) {
+		routes, _ := c.ClusterRoutes()
+		for _, r := range routes {
+			if rh, _, err := net.SplitHostPort(r); err == nil && !loopback(rh) {
+				return fmt.Errorf("config: listen %q is this machine only, but cluster.routes names other hosts (%s), which would forward writes to themselves: set cluster.advertise to the host:port they reach this node's API at", c.Listen, r)
+			}
+		}
+	}
+	return nil
+}
+
+// unspecified reports whether a host binds every address: "", 0.0.0.0,
+// :: or ::ffff:0.0.0.0.
 func unspecified(host string) bool {
 	if host == "" {
 		return true
 	}
 	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsUnspecified()
+	return err == nil && a.Unmap().IsUnspecified()
+}
+
+// loopback reports whether host is this machine only: a loopback address
+// or localhost.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // ClusterRoutes returns cluster.routes as a list of host:port.
