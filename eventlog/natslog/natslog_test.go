@@ -372,9 +372,6 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 	}
 }
 
-// Transactions of several records reach the other node byte for byte:
-// the writer encodes each record into one reused buffer, and what it
-// replicates must be each record's own copy.
 // An append that fails for another reason than a stale position (a
 // timeout, a lost connection) may still have reached the stream: the
 // writer steps down, to fence and catch up before it writes again.
@@ -391,6 +388,22 @@ func TestAWriterStepsDownAfterAnAppendOfUnknownOutcome(t *testing.T) {
 	}
 	if err := b.node.Writable(); !errors.Is(err, eventlog.ErrNotWriter) {
 		t.Errorf("after an append of unknown outcome b is still writable (%v): a retry under the same Idempotency-Key would not find the answer of an entry that landed", err)
+	}
+}
+
+// An append refused before it was stored (too large a message) fails its
+// own group only: the writer stays.
+func TestAWriterStaysAfterAnAppendRefusedAsTooLarge(t *testing.T) {
+	ctx, _, b := testCluster(t)
+	b.node.keepWriter(ctx, b.roles)
+	if err := b.node.Writable(); err != nil {
+		t.Fatalf("b did not take the free writer lease: %v", err)
+	}
+	if _, err := b.node.Append(make([]byte, maxPayload+1), b.log.ReplPos()); err == nil {
+		t.Fatal("an entry over the largest message was taken")
+	}
+	if err := b.node.Writable(); err != nil {
+		t.Errorf("b stepped down after an append that could not have landed: %v", err)
 	}
 }
 
@@ -432,6 +445,9 @@ func TestALaggingNodeLeavesTheWriterLeaseToOneCaughtUp(t *testing.T) {
 	}
 }
 
+// Transactions of several records reach the other node byte for byte:
+// the writer encodes each record into one reused buffer, and what it
+// replicates must be each record's own copy.
 func TestTransactionsOfSeveralRecordsReachEveryNode(t *testing.T) {
 	ctx, a, b := testCluster(t)
 	a.node.keepWriter(ctx, a.roles)

@@ -183,6 +183,10 @@ func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
 			n.logger.Warn("append refused: the log moved on; stepping down as writer", "after", after)
 			return 0, fmt.Errorf("%w (expected last position %d): %v", eventlog.ErrStale, after, err)
 		}
+		if errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+			// Refused before it was stored: only this group fails.
+			return 0, err
+		}
 		// Whether the entry reached the stream is unknown (a timeout, a
 		// lost connection or quorum): it may have. Step down too, so that
 		// before this node writes again it appends a fence, applies
