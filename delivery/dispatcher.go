@@ -57,7 +57,10 @@ type Dispatcher struct {
 	// since without a loop (disabled, or its loop stopped by an error)
 	// has its delivery state forgotten by the next.
 	live map[string]bool
-	wg   sync.WaitGroup
+	// ending holds the loops cancelled by a disable until they return: a
+	// webhook deleted meanwhile has its state dropped by its loop's end.
+	ending map[string]*loop
+	wg     sync.WaitGroup
 
 	secretErrs sync.Map // secret errors logged already
 }
@@ -147,6 +150,10 @@ func (dp *Dispatcher) reconcile() {
 			if l := dp.loops[t.ID]; l != nil {
 				l.cancel()
 				delete(dp.loops, t.ID)
+				if dp.ending == nil {
+					dp.ending = map[string]*loop{}
+				}
+				dp.ending[t.ID] = l
 			}
 			continue
 		}
@@ -160,6 +167,11 @@ func (dp *Dispatcher) reconcile() {
 		go func() {
 			defer dp.wg.Done()
 			err := l.run()
+			dp.mu.Lock()
+			if dp.ending[t.ID] == l {
+				delete(dp.ending, t.ID)
+			}
+			dp.mu.Unlock()
 			if l.deleted.Load() {
 				// Only now that nothing of the loop can write any more.
 				if err := dp.store.forget(t.ID); err != nil {
@@ -190,6 +202,10 @@ func (dp *Dispatcher) reconcile() {
 	}
 	for id := range dp.live {
 		if !live[id] && dp.loops[id] == nil {
+			if l := dp.ending[id]; l != nil {
+				l.deleted.Store(true) // disabled, still returning: it drops the state when it has
+				continue
+			}
 			// Deleted with no loop to forget its state when it ends.
 			if err := dp.store.forget(id); err != nil {
 				dp.logger.Warn("dropping a deleted webhook's delivery state", "webhook_id", id, "err", err)

@@ -437,12 +437,16 @@ func (l *loop) flush() error {
 }
 
 // start starts a write, after waiting for the oldest one syncing if
-// maxWritesInFlight are.
+// maxWritesInFlight are; none once the loop is cancelled meanwhile (its
+// webhook disabled or deleted: a deleted one's state is being dropped).
 func (l *loop) start(w write, begin func() (wait func() error)) error {
 	if l.inflight == maxWritesInFlight {
 		if err := l.stored(<-l.written); err != nil {
 			return err
 		}
+	}
+	if err := l.ctx.Err(); err != nil {
+		return err
 	}
 	w.wait = begin()
 	l.inflight++
