@@ -376,11 +376,7 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 // timeout, a lost connection) may still have reached the stream: the
 // writer steps down, to fence and catch up before it writes again.
 func TestAWriterStepsDownAfterAnAppendOfUnknownOutcome(t *testing.T) {
-	ctx, _, b := testCluster(t)
-	b.node.keepWriter(ctx, b.roles)
-	if err := b.node.Writable(); err != nil {
-		t.Fatalf("b did not take the free writer lease: %v", err)
-	}
+	b := bWriting(t)
 	b.node.nc.Close() // the connection is lost mid-append, as far as b can tell
 	_, err := b.node.Append(emptyEntry, b.log.ReplPos())
 	if err == nil || errors.Is(err, eventlog.ErrStale) {
@@ -394,17 +390,24 @@ func TestAWriterStepsDownAfterAnAppendOfUnknownOutcome(t *testing.T) {
 // An append refused before it was stored (too large a message) fails its
 // own group only: the writer stays.
 func TestAWriterStaysAfterAnAppendRefusedAsTooLarge(t *testing.T) {
-	ctx, _, b := testCluster(t)
-	b.node.keepWriter(ctx, b.roles)
-	if err := b.node.Writable(); err != nil {
-		t.Fatalf("b did not take the free writer lease: %v", err)
-	}
+	b := bWriting(t)
 	if _, err := b.node.Append(make([]byte, maxPayload+1), b.log.ReplPos()); err == nil {
 		t.Fatal("an entry over the largest message was taken")
 	}
 	if err := b.node.Writable(); err != nil {
 		t.Errorf("b stepped down after an append that could not have landed: %v", err)
 	}
+}
+
+// bWriting is node b of a test cluster, the writer.
+func bWriting(t *testing.T) *replica {
+	t.Helper()
+	ctx, _, b := testCluster(t)
+	b.node.keepWriter(ctx, b.roles)
+	if err := b.node.Writable(); err != nil {
+		t.Fatalf("b did not take the free writer lease: %v", err)
+	}
+	return b
 }
 
 // A node far behind the stream (back from a long stop) that takes the
