@@ -126,7 +126,7 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Cluster.LeaseTTL }, func(c *Config) error { return atLeast(c.Cluster.LeaseTTL, time.Second) }},
 	{"cluster.read_wait", "how long a request with X-Min-Seq waits for this node to apply that seq",
 		func(c *Config) any { return &c.Cluster.ReadWait }, func(c *Config) error { return positive(c.Cluster.ReadWait) }},
-	{"cluster.advertise", "host:port the other nodes reach this node's API at, to forward writes (empty = listen, which must then name a host, not every address)",
+	{"cluster.advertise", "host:port the other nodes reach this node's API at, to forward writes (empty = listen, which must then name this node: not every address, nor loopback while cluster.routes names other hosts)",
 		func(c *Config) any { return &c.Cluster.Advertise }, func(c *Config) error { return emptyOr(c.Cluster.Advertise, hostPort) }},
 	{"cluster.tls_cert_file", "this node's certificate (PEM): with cluster.tls_key_file and cluster.tls_ca_file, the routes between the nodes' NATS servers, or the connection to cluster.nats_url, use mutual TLS (empty = plain TCP)",
 		func(c *Config) any { return &c.Cluster.TLSCertFile }, nil},

@@ -35,12 +35,13 @@ func idFloor(prefix string, t time.Time) string {
 
 // pruneStep removes, oldest first, at most pruneBatch deliveries of wh
 // created before cutoff, and their attempts, stopping at the first one
-// that is younger, pending in the store (a disabled webhook's keeps its
+// that is younger, pending in the store (a disabled webhook keeps its
 // pending deliveries for when it is enabled again), or that keep holds (a
-// delivery pending in a loop's memory). Delivery ids sort by creation, so what it removes is a run at
-// the start of the keyspace: range deletions, attempts and the event index
-// first, deliveries last (a crash between leaves deliveries without
-// attempts, which the next step removes). It reports whether more may remain.
+// delivery pending in a loop's memory). Delivery ids sort by creation, so
+// what it removes is a run at the start of the keyspace: range deletions,
+// attempts and the event index first, deliveries last (a crash between
+// leaves deliveries without attempts, which the next step removes). It
+// reports whether more may remain.
 func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id string) bool) (bool, error) {
 	prefix := deliveryPrefix(wh)
 	var firstKept string
