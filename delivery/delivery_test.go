@@ -1,11 +1,15 @@
 package delivery
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"demosvc/projections"
 )
 
 // The loops' behaviour with real receivers, on the manual clock: retries,
@@ -372,4 +376,77 @@ func succeeded(d Delivery) bool { return d.Status == StatusSucceeded }
 // deliveries, each pending after one attempt.
 func pendingAfterOneAttempt(t *testing.T, w *world, wh string, n int) func() bool {
 	return deliveriesAre(t, w, wh, n, func(d Delivery) bool { return d.Attempts == 1 && d.Status == StatusPending })
+}
+
+// TestAnEventIsSentByTheSubscriptionInForceWhenItHappened changes a
+// webhook's events while its loop is stopped and behind the log, then
+// restarts it (from a snapshot, which must keep the earlier lists): an
+// event recorded before a change is judged by the list before it, in both
+// directions.
+func TestAnEventIsSentByTheSubscriptionInForceWhenItHappened(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorld(t, dir)
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "lead.hot")
+	agent := w.newAgent()
+	cfg := testConfig()
+	events := func(list ...string) {
+		t.Helper()
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Events: list}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart := func() {
+		t.Helper()
+		w.close()
+		w = openWorld(t, dir)
+		w.start(cfg)
+	}
+	sentTo := func(want ...string) {
+		t.Helper()
+		var got []string
+		waitFor(t, fmt.Sprintf("%d deliveries", len(want)), func() bool {
+			got = got[:0]
+			for _, d := range deliveriesOf(t, w, wh.ID) {
+				var body struct {
+					Data struct{ Contact projections.ContactRef }
+				}
+				if err := json.Unmarshal(d.Body, &body); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, body.Data.Contact.Email)
+			}
+			return len(got) >= len(want)
+		})
+		w.throughLoop(wh.ID) // and nothing more after them
+		if ds := deliveriesOf(t, w, wh.ID); len(ds) != len(want) {
+			t.Fatalf("%d deliveries, want %d: %v", len(ds), len(want), want)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("delivered the contacts %v, want %v", got, want)
+		}
+	}
+
+	// Read by the loop, matching nothing: its cursor moves in memory only.
+	w.start(cfg)
+	w.startSession(agent, "before-1@example.com")
+	w.startSession(agent, "before-2@example.com")
+	w.throughLoop(wh.ID)
+	w.stop()
+	w.stop = nil
+	events("contact.created", "lead.hot")
+	w.startSession(agent, "after-1@example.com")
+	restart()
+	sentTo("after-1@example.com")
+
+	// Subscribed when they happened, read after the list dropped them.
+	w.stop()
+	w.stop = nil
+	w.startSession(agent, "subscribed-1@example.com")
+	w.startSession(agent, "subscribed-2@example.com")
+	events("lead.hot")
+	w.startSession(agent, "dropped@example.com")
+	restart()
+	sentTo("after-1@example.com", "subscribed-1@example.com", "subscribed-2@example.com")
 }

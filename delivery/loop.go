@@ -257,6 +257,13 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		if rec.Account != l.t.Account {
 			return nil
 		}
+		if rec.Seq > t.Version && l.dp.state.ChangesEvents(rec, l.t.ID) {
+			// A change of its events the state does not show yet (a
+			// cluster node applies the log to the state after storing
+			// it): the records after it are judged once it does.
+			to = rec.Seq - 1
+			return errStop
+		}
 		if req, ok := l.dp.state.Redelivery(rec, l.t.ID); ok {
 			if len(fresh) > 0 {
 				to = rec.Seq - 1 // the request's deliveries are a write of their own
@@ -291,7 +298,8 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 	}
 	if len(fresh) == 0 {
 		// Nothing to send: the cursor moves in memory only. After a crash
-		// these records are read again and still match nothing.
+		// these records are read again and still match nothing (each is
+		// judged by the subscription in force when it was recorded).
 		return to, nil
 	}
 	if l.ctx.Err() != nil {

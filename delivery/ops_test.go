@@ -348,6 +348,17 @@ func TestRecoverAndReplay(t *testing.T) {
 			t.Errorf("after %d: %v (%v), want %v", cut, rest.Seqs, err, all.Seqs[2:])
 		}
 	})
+
+	t.Run("replay selects by the events the webhook is subscribed to now", func(t *testing.T) {
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Events: []string{"lead.hot"}}); err != nil {
+			t.Fatal(err)
+		}
+		tg, _ := w.state.WebhookTarget(wh.ID)
+		plan, err := w.m.PlanReplay(tg, Window{Since: since.Add(-time.Minute)})
+		if err != nil || plan.Answer.Queued != 0 {
+			t.Errorf("replay after unsubscribing from contact.created: %+v, %v; want nothing queued", plan, err)
+		}
+	})
 }
 
 func sorted(s []string) []string { slices.Sort(s); return s }

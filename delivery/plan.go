@@ -105,6 +105,9 @@ func (dp *Dispatcher) PlanReplay(t projections.Target, w Window) (Plan, error) {
 		}
 	}
 	start = max(start, t.From+1)
+	// A replay sends what the webhook is subscribed to now, whatever it
+	// was subscribed to when the events happened.
+	t.Earlier = nil
 	var p Plan
 	if start > head {
 		return p, nil

@@ -1,7 +1,9 @@
 package projections
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"demosvc/eventlog"
@@ -158,6 +160,9 @@ type Target struct {
 	Account string
 	URL     string
 	Events  map[string]bool
+	// Earlier are the lists of events it had before Events, oldest first:
+	// see Subscribed.
+	Earlier []Subscription
 	Secret  string
 	// From is the seq of its registration: it receives events after it.
 	From uint64
@@ -175,6 +180,25 @@ type Target struct {
 	// Version changes whenever any of the fields above may have: the
 	// delivery side takes the new target then.
 	Version uint64
+}
+
+// Subscription is a list of events a webhook had until the record at
+// Until (the webhook.updated that replaced it).
+type Subscription struct {
+	Until  uint64
+	Events map[string]bool
+}
+
+// Subscribed reports whether t was subscribed to event name when the
+// record at seq was appended: an event is sent by the list in force when
+// it happened, whenever the delivery side reads it (a loop behind the log,
+// or after a restart).
+func (t *Target) Subscribed(name string, seq uint64) bool {
+	i, _ := slices.BinarySearchFunc(t.Earlier, seq, func(s Subscription, seq uint64) int { return cmp.Compare(s.Until, seq) })
+	if i < len(t.Earlier) {
+		return t.Earlier[i].Events[name]
+	}
+	return t.Events[name]
 }
 
 // Signing returns the secrets that sign a delivery at now: the current
@@ -217,11 +241,12 @@ func (p *Projections) target(w *webhook) (Target, error) {
 	if err != nil {
 		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, fmt.Errorf("webhook %s: %w", w.id, err)
 	}
-	ev := map[string]bool{}
-	for _, e := range w.events {
-		ev[e] = true
+	var earlier []Subscription
+	for _, sub := range w.earlier {
+		earlier = append(earlier, Subscription{Until: sub.until, Events: eventSet(sub.events)})
 	}
-	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: ev, Secret: string(secret), From: w.seq,
+	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: eventSet(w.events), Earlier: earlier,
+		Secret: string(secret), From: w.seq,
 		RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
 	if w.prevUntil > 0 {
 		// A previous secret that does not open only loses the overlap:
@@ -255,6 +280,14 @@ func (p *Projections) WebhookExists(id string) bool {
 	return ok
 }
 
+func eventSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, e := range names {
+		set[e] = true
+	}
+	return set
+}
+
 // webhookOpEvent is WebhookEvent for the events of webhook operations:
 // their data is in the record alone.
 func webhookOpEvent(reg *eventlog.Registry, rec *eventlog.Record) (string, any, bool) {
@@ -276,9 +309,9 @@ func webhookOpEvent(reg *eventlog.Registry, rec *eventlog.Record) (string, any, 
 
 // WebhookEventFor returns the webhook event a record is sent to webhook t
 // as, and its data, or ok false when t is sent nothing for it: an event
-// of a type t subscribed, except webhook.disabled and webhook.enabled about
-// t itself; and webhook.test only to the webhook it tests, subscribed or
-// not.
+// of a type t was subscribed to when it was recorded (Target.Subscribed),
+// except webhook.disabled and webhook.enabled about t itself; and
+// webhook.test only to the webhook it tests, subscribed or not.
 func (p *Projections) WebhookEventFor(rec *eventlog.Record, t *Target) (name string, data any, ok bool) {
 	name, data, ok = p.WebhookEvent(rec)
 	if !ok {
@@ -292,7 +325,7 @@ func (p *Projections) WebhookEventFor(rec *eventlog.Record, t *Target) (name str
 			return "", nil, false
 		}
 	}
-	return name, data, t.Events[name]
+	return name, data, t.Subscribed(name, rec.Seq)
 }
 
 // Redelivery returns the redelivery request a record holds for webhook
@@ -307,6 +340,20 @@ func (p *Projections) Redelivery(rec *eventlog.Record, wh string) (*WebhookRedel
 	}
 	r, ok := payload.(*WebhookRedeliveryRequested)
 	return r, ok && r.WebhookID == wh
+}
+
+// ChangesEvents reports whether a record changes the events webhook wh is
+// subscribed to.
+func (p *Projections) ChangesEvents(rec *eventlog.Record, wh string) bool {
+	if rec.Type != TypeWebhookUpdated {
+		return false
+	}
+	payload, err := p.log.Registry().Decode(rec)
+	if err != nil {
+		return false
+	}
+	u, ok := payload.(*WebhookUpdated)
+	return ok && u.WebhookID == wh && u.Events != nil
 }
 
 // TestRequest returns the test request a record holds, if it is one.

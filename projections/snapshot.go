@@ -18,8 +18,9 @@ import (
 // the overview's per-day counters, each session's event seqs and each
 // account's event seqs, which a version-6 snapshot cannot give (it has no
 // time of a lead.hot or a meeting): the first start after an upgrade
-// replays the log once, and its snapshot is of version 7.
-const snapshotVersion = 7
+// replays the log once, and its snapshot is of version 7. Version 8 adds
+// each webhook's earlier lists of events, which the log alone gives.
+const snapshotVersion = 8
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20
@@ -146,6 +147,14 @@ func (w *snapWriter) webhook(wh *webhook) {
 	w.len(len(wh.events))
 	for _, e := range wh.events {
 		w.str(e)
+	}
+	w.len(len(wh.earlier))
+	for _, sub := range wh.earlier {
+		w.uint(sub.until)
+		w.len(len(sub.events))
+		for _, e := range sub.events {
+			w.str(e)
+		}
 	}
 	w.bytes(wh.secret)
 	w.int(wh.createdAt)
@@ -355,6 +364,17 @@ func decodeSnapshot(b []byte) (*State, error) {
 			wh.events = make([]string, r.len())
 			for j := range wh.events {
 				wh.events[j] = r.str()
+			}
+			if n := r.len(); n > 0 {
+				wh.earlier = make([]subscription, n)
+				for j := range wh.earlier {
+					sub := &wh.earlier[j]
+					sub.until = r.uint()
+					sub.events = make([]string, r.len())
+					for k := range sub.events {
+						sub.events[k] = r.str()
+					}
+				}
 			}
 			wh.secret = append(eventlog.Sealed(nil), r.raw()...)
 			wh.createdAt = r.int()

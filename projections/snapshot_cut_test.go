@@ -157,7 +157,8 @@ func (g *opGen) step() {
 			case 1:
 				_, err = g.e.p.UpdateWebhook(ctx, pr, id, WebhookPatch{Status: &st, SkipBacklog: st == "enabled" && rate%2 == 0})
 			case 2:
-				_, err = g.e.p.UpdateWebhook(ctx, pr, id, WebhookPatch{RateLimitPerSecond: &rate, Events: []string{"lead.hot"}})
+				_, err = g.e.p.UpdateWebhook(ctx, pr, id, WebhookPatch{RateLimitPerSecond: &rate,
+					Events: [][]string{{"lead.hot"}, {"demo.completed", "lead.hot"}, {"contact.created"}}[rate%3]})
 			case 3:
 				_, err = g.e.p.RotateWebhookSecret(ctx, pr, id, rate*600, nil)
 			case 4:

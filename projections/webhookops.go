@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"time"
 
 	"demosvc/eventlog"
@@ -227,7 +228,8 @@ func (s *State) applyWebhookUpdated(rec *eventlog.Record, p *WebhookUpdated) err
 	if p.URL != nil {
 		w.url = *p.URL
 	}
-	if p.Events != nil {
+	if p.Events != nil && !sameEvents(w.events, p.Events) {
+		w.earlier = append(w.earlier, subscription{until: rec.Seq, events: w.events})
 		w.events = append([]string(nil), p.Events...)
 	}
 	if p.RateLimitPerSecond != nil {
@@ -301,4 +303,19 @@ func (p *Projections) OpenAnswer(b []byte) ([]byte, bool) {
 	}
 	v, err := p.opts.Sealer.Open(b)
 	return v, err == nil
+}
+
+// sameEvents reports whether two lists of event names name the same set.
+func sameEvents(a, b []string) bool {
+	for _, e := range a {
+		if !slices.Contains(b, e) {
+			return false
+		}
+	}
+	for _, e := range b {
+		if !slices.Contains(a, e) {
+			return false
+		}
+	}
+	return true
 }

@@ -20,11 +20,16 @@ const SecretPrefix = "whsec_"
 const webhookSecretBytes = 32
 
 type webhook struct {
-	id        string
-	tenant    *tenant
-	seq       uint64 // of webhook.registered: the list order and the first event it may receive
-	url       string
-	events    []string
+	id     string
+	tenant *tenant
+	seq    uint64 // of webhook.registered: the list order and the first event it may receive
+	url    string
+	events []string
+	// earlier are the lists of events it had before events, oldest first:
+	// an event is sent by the list in force when it was recorded, not by
+	// the one in force when the delivery side reads it. Appended to, never
+	// changed: a cut in progress holds a copy of the slice.
+	earlier   []subscription
 	secret    eventlog.Sealed
 	createdAt int64
 	disabled  bool // delivery stopped: see disabledReason
@@ -43,6 +48,13 @@ type webhook struct {
 	// version is the seq of the last event that changed what the delivery
 	// side sends to it (registration, update, rotation, enabling).
 	version uint64
+}
+
+// subscription is a list of events a webhook had: it judged the records up
+// to until, the seq of the webhook.updated that replaced it.
+type subscription struct {
+	until  uint64
+	events []string
 }
 
 // WebhookView is a webhook as the API shows it; Secret is set only in the
