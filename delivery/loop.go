@@ -296,10 +296,12 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		}
 		fresh = append(fresh, again...)
 	}
-	if len(fresh) == 0 {
+	if len(fresh) == 0 && len(requests) == 0 {
 		// Nothing to send: the cursor moves in memory only. After a crash
 		// these records are read again and still match nothing (each is
-		// judged by the subscription in force when it was recorded).
+		// judged by the subscription in force when it was recorded). A
+		// request moves it on disk even when it queued nothing: read
+		// again, it could find failed what it did not.
 		return to, nil
 	}
 	if l.ctx.Err() != nil {

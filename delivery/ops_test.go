@@ -361,6 +361,44 @@ func TestRecoverAndReplay(t *testing.T) {
 	})
 }
 
+// TestARecoverIsCarriedOutOnceEvenIfItQueuedNothing carries out a recover
+// of a delivery that is pending again (waiting for its retry), then lets
+// that retry fail and restarts: the request is not read again, so the
+// delivery is not re-sent.
+func TestARecoverIsCarriedOutOnceEvenIfItQueuedNothing(t *testing.T) {
+	dir := t.TempDir()
+	w := openWorld(t, dir)
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Backoff = 1, time.Minute
+	w.start(cfg)
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "the first attempt failed", pendingAfterOneAttempt(t, w, wh.ID, 1))
+	d := deliveriesOf(t, w, wh.ID)[0]
+	if _, err := w.state.RequestRedelivery(t.Context(), w.pr, wh.ID, projections.RedeliverRecover, []string{d.ID}, nil,
+		projections.RedeliveryAnswer{Queued: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.throughLoop(wh.ID) // carried out: the delivery was pending, not failed
+	waitAdvancing(t, clock, time.Minute, "the retry failed", func() bool { return allStatus(t, w, wh.ID, 1, StatusFailed) })
+	sent := rv.count()
+
+	w.close()
+	w = openWorld(t, dir)
+	w.start(cfg)
+	healthy.Store(true)
+	w.startSession(w.newAgent(), "b@example.com")
+	waitFor(t, "the next event delivered", func() bool { return countStatus(t, w, wh.ID, StatusSucceeded) >= 1 })
+	w.throughLoop(wh.ID)
+	if got := rv.count() - sent; got != 1 {
+		t.Errorf("the receiver got %d requests after the restart, want 1: the recover was carried out again", got)
+	}
+	if st := countStatus(t, w, wh.ID, StatusFailed); st != 1 {
+		t.Errorf("%d failed deliveries after the restart, want the first still failed", st)
+	}
+}
+
 func sorted(s []string) []string { slices.Sort(s); return s }
 
 // allStatus reports whether wh has n deliveries, all of status.
