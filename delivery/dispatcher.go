@@ -96,6 +96,23 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 // work, finishes and records the attempts in flight (each bounded by
 // delivery.timeout), and Run returns.
 func (dp *Dispatcher) Run(ctx context.Context) {
+	// State left by webhooks deleted while no loop ran (deleted while
+	// disabled under an earlier build, or while another node dispatched)
+	// is forgotten by the first reconcile, as if they had just been
+	// deleted. The state holds every webhook whose delivery state the
+	// store does: it takes a record before the store takes what follows.
+	if stored, err := dp.store.webhooks(); err != nil {
+		dp.logger.Warn("listing the webhooks with delivery state", "err", err)
+	} else {
+		dp.mu.Lock()
+		if dp.live == nil {
+			dp.live = map[string]bool{}
+		}
+		for _, id := range stored {
+			dp.live[id] = true
+		}
+		dp.mu.Unlock()
+	}
 	prune := dp.clock.NewTimer(pruneEvery)
 	defer prune.Stop()
 	for {

@@ -258,9 +258,12 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 			return nil
 		}
 		if rec.Seq > t.Version && l.dp.state.ChangesEvents(rec, l.t.ID) {
-			// A change of its events the state does not show yet (a
-			// cluster node applies the log to the state after storing
-			// it): the records after it are judged once it does.
+			// A change of its events that t does not show. Not reached
+			// today: the state takes a record under its write lock before
+			// the log publishes it, so t, read after head, shows every
+			// change up to head. If that order ever changes, the records
+			// after the change are judged once the state shows it, not by
+			// the list before it.
 			to = rec.Seq - 1
 			return errStop
 		}

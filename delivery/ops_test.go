@@ -754,6 +754,41 @@ func TestDeletingADisabledWebhookDropsItsDeliveryState(t *testing.T) {
 	waitFor(t, "the deleted webhook's delivery state dropped", func() bool { return keys() == 0 })
 }
 
+// TestStateOfAWebhookDeletedWhileNoDispatcherRanIsDroppedAtStart deletes
+// a webhook while deliveries are stopped: the next start drops its state,
+// and keeps a disabled webhook's.
+func TestStateOfAWebhookDeletedWhileNoDispatcherRanIsDroppedAtStart(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	gone, paused := w.register(rv.URL, "contact.created"), w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	for _, wh := range []string{gone.ID, paused.ID} {
+		waitFor(t, "one delivery", func() bool { return allStatus(t, w, wh, 1, StatusSucceeded) })
+	}
+	w.stop()
+	w.stop = nil
+	if err := w.state.DeleteWebhook(t.Context(), w.pr, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, paused.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(wh string) int {
+		n := 0
+		_ = w.store.Scan(webhookPrefix(wh), func(_, _ []byte) error { n++; return nil })
+		return n
+	}
+	if keys(gone.ID) == 0 || keys(paused.ID) == 0 {
+		t.Fatal("no delivery state to drop or keep")
+	}
+	w.start(testConfig())
+	waitFor(t, "the deleted webhook's delivery state dropped", func() bool { return keys(gone.ID) == 0 })
+	if keys(paused.ID) == 0 {
+		t.Error("the disabled webhook's delivery state was dropped too")
+	}
+}
+
 // outcomeHolder holds the first outcome write (one that moves no cursor)
 // after arm once it is durable: readable in the store, but not yet handed
 // back to the loop, as when the loop's select takes another case first.

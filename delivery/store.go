@@ -1,7 +1,10 @@
 package delivery
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -178,6 +181,33 @@ func (s deliveryStore) startPut(w *writeBuf, extra []eventlog.Put, delFrom, delT
 	wait = s.w.StartWriteSync(w.puts, delFrom, delTo)
 	w.release()
 	return wait
+}
+
+// webhooks returns the ids of the webhooks with delivery state, one
+// seek each.
+func (s deliveryStore) webhooks() ([]string, error) {
+	keyspace := []byte{eventlog.KeyspaceDelivery}
+	var ids []string
+	from := keyspace
+	for from != nil {
+		next := []byte(nil)
+		err := s.db.ScanFrom(keyspace, from, func(k, _ []byte) error {
+			end := bytes.IndexByte(k, 0)
+			if end < 0 {
+				return fmt.Errorf("delivery state key %q has no webhook id", k)
+			}
+			ids = append(ids, string(k[1:end]))
+			// Past every key of this webhook: its 0 separator is the
+			// least byte that can follow the id.
+			next = append(k[:end:end], 1)
+			return errStop
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return nil, err
+		}
+		from = next
+	}
+	return ids, nil
 }
 
 // forget drops a webhook's cursor and attempt log.
