@@ -211,17 +211,18 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()
-	var api http.Handler = demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, AccessLog: access, Metrics: metrics,
-		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
-		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health)})
+	var cluster *demohttp.ClusterOptions
 	if node != nil {
 		scheme := "http"
 		if cfg.TLS.CertFile != "" {
 			scheme = "https"
 		}
-		api = demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
-			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, ForwardTimeout: cfg.HTTP.WriteTimeout / 2, Logger: logger})
+		cluster = &demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
+			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, ForwardTimeout: cfg.HTTP.WriteTimeout / 2, Logger: logger}
 	}
+	api := demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, AccessLog: access, Metrics: metrics,
+		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
+		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health), Cluster: cluster})
 	if node != nil {
 		// Ready once this node holds what the cluster held when it came
 		// up: a load balancer then never sends a read to a node far behind.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
 )
 
 // In a cluster any node takes any request. Reads are served from the
@@ -73,16 +74,19 @@ type ClusterOptions struct {
 	Logger  *slog.Logger
 }
 
-// NewClusterHandler puts the cluster's routing in front of api.
+// newClusterHandler puts the cluster's routing in front of api; the
+// server puts front before it (Deps.Cluster).
 //
 // A forwarded write keeps the chain of addresses it came through: the
 // request's own X-Forwarded-For and Forwarded, each with this node's peer
 // added, so that a writer whose http.trusted_proxies lists the nodes (and
-// the load balancer before them) names the client, not this node. Over
-// HTTPS the writer's certificate is verified for the address the writer
-// advertises (cluster.advertise: a name its certificate covers), never
-// for anything a client sends: connections are kept and shared.
-func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
+// the load balancer before them) names the client, not this node. It
+// carries this node's request id, which the writer takes for its own (see
+// front), so that one id names the request on both nodes. Over HTTPS the
+// writer's certificate is verified for the address the writer advertises
+// (cluster.advertise: a name its certificate covers), never for anything
+// a client sends: connections are kept and shared.
+func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
 		DialContext:           dialer.DialContext,
@@ -94,7 +98,8 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 	proxy := &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(&url.URL{Scheme: o.Scheme, Host: r.In.Context().Value(writerAddrKey{}).(string)})
+			to := r.In.Context().Value(forwardKey{}).(forward)
+			r.SetURL(&url.URL{Scheme: o.Scheme, Host: to.writer})
 			r.Out.Host = r.In.Host
 			r.Out.Header["X-Forwarded-For"] = r.In.Header["X-Forwarded-For"]
 			r.SetXForwarded()
@@ -105,8 +110,17 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 				r.Out.Header.Add("Forwarded", `for="`+forwardedNode(peer)+`"`)
 			}
 			r.Out.Header.Set(headerForwarded, o.NodeName)
+			r.Out.Header.Del(headerRequestID)
+			if to.requestID != "" {
+				r.Out.Header.Set(headerRequestID, to.requestID)
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			// This node's answer has its own X-Request-Id, which the
+			// writer took: the writer's copy would make two.
+			if resp.Request.Context().Value(forwardKey{}).(forward).requestID != "" {
+				resp.Header.Del(headerRequestID)
+			}
 			// Answer only once this node has applied the write.
 			seq, err := strconv.ParseUint(resp.Header.Get(HeaderSeq), 10, 64)
 			if err != nil {
@@ -120,30 +134,13 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			o.Logger.Warn("forwarding a write to the writer", "writer", r.Context().Value(writerAddrKey{}), "err", err)
+			o.Logger.Warn("forwarding a write to the writer", "writer", r.Context().Value(forwardKey{}).(forward).writer, "err", err)
 			w.Header().Set("Retry-After", "1")
 			unavailable(w, "the cluster's writer did not answer (it may be changing); the write may or may not have been made: retry it, with an Idempotency-Key to be safe")
 		},
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get(HeaderMinSeq); v != "" {
-			min, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				writeJSON(w, http.StatusBadRequest, ErrorBody{Error: ErrorObject{Code: "invalid_request",
-					Message: "X-Min-Seq must be a log seq (a non-negative integer)", Param: HeaderMinSeq}})
-				return
-			}
-			ctx, cancel := context.WithTimeout(r.Context(), o.ReadWait)
-			err = o.Log.WaitFor(ctx, min)
-			cancel()
-			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				unavailable(w, "this node has applied the log up to seq "+strconv.FormatUint(o.Log.DurableSeq(), 10)+
-					", not yet "+v+"; retry, or ask another node")
-				return
-			}
-		}
 		if !isWrite(r.Method) {
 			api.ServeHTTP(w, r)
 			return
@@ -151,27 +148,76 @@ func NewClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		if err := o.Node.Following(); err != nil {
 			// The write would be made, but never reach this node's state:
 			// its answer could not be read back here.
+			setRoute(w, routeCluster)
 			w.Header().Set("Retry-After", "1")
 			unavailable(w, "this node stopped following the cluster's log (see /readyz); send writes to another node")
 			return
 		}
 		if o.Node.IsWriter() {
-			api.ServeHTTP(&seqWriter{ResponseWriter: w, log: o.Log}, r)
+			// X-Seq goes on the answer as its header goes out: the write,
+			// done by then, is at or below the log's durable head.
+			if ex, ok := w.(*exchange); ok {
+				ex.seqs = o.Log
+			}
+			api.ServeHTTP(w, r)
 			return
 		}
 		addr := o.Node.WriterAddr()
 		if addr == "" || r.Header.Get(headerForwarded) != "" {
 			// No writer now, or one that just stopped being it: forwarding
 			// again could loop.
+			setRoute(w, routeCluster)
 			w.Header().Set("Retry-After", "1")
 			unavailable(w, "the cluster has no writer at the moment (one is being elected); retry shortly")
 			return
 		}
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerAddrKey{}, addr)))
+		setRoute(w, routeForwarded)
+		to := forward{writer: addr, requestID: w.Header().Get(headerRequestID)}
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, to)))
 	})
 }
 
-type writerAddrKey struct{} // the writer's advertised address, host:port
+// The routes of the metrics and log lines of what the cluster handler
+// answers itself, and of the writes it forwards (the writer's line and
+// metrics name their route).
+const (
+	routeCluster   = "cluster"
+	routeForwarded = "forwarded"
+)
+
+// awaitMinSeq waits, on a cluster node, until the node has applied the
+// seq an authenticated request's X-Min-Seq names. It answers and returns
+// false when the header is not a seq, or the node did not get there
+// within cluster.read_wait.
+func (s *Server) awaitMinSeq(w http.ResponseWriter, r *http.Request) bool {
+	v := r.Header.Get(HeaderMinSeq)
+	if v == "" {
+		return true
+	}
+	min, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		s.writeError(w, r, apiError(projections.EInvalid, HeaderMinSeq, "X-Min-Seq must be a log seq (a non-negative integer)"))
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.deps.Cluster.ReadWait)
+	err = s.deps.Log.WaitFor(ctx, min)
+	cancel()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, apiError(EUnavailable, "", "this node has applied the log up to seq %d, not yet %s; retry, or ask another node",
+			s.deps.Log.DurableSeq(), v))
+		return false
+	}
+	return true
+}
+
+// forward is where a write goes, and the request id it goes with.
+type forward struct {
+	writer    string // the writer's advertised address, host:port
+	requestID string // this node's, if front gave one
+}
+
+type forwardKey struct{}
 
 // forwardedNode is addr as a Forwarded header's node: an IPv6 address in
 // brackets (RFC 7239, 6).
@@ -189,32 +235,6 @@ func isWrite(method string) bool {
 func unavailable(w http.ResponseWriter, msg string) {
 	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: ErrorObject{Code: EUnavailable, Message: msg}})
 }
-
-// seqWriter sets X-Seq as the answer's header goes out: the write, done
-// by then, is at or below the log's durable head.
-type seqWriter struct {
-	http.ResponseWriter
-	log  *eventlog.Log
-	sent bool
-}
-
-func (w *seqWriter) WriteHeader(code int) {
-	if !w.sent {
-		w.sent = true
-		w.Header().Set(HeaderSeq, strconv.FormatUint(w.log.DurableSeq(), 10))
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *seqWriter) Write(b []byte) (int, error) {
-	if !w.sent {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *seqWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ClusterCollectors are the gauges of this node's place in the cluster.
 func ClusterCollectors(node ClusterNode, log *eventlog.Log) []prometheus.Collector {

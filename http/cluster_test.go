@@ -2,11 +2,13 @@ package http
 
 import (
 	"crypto/x509"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,9 +25,146 @@ func (n follower) Lag() uint64        { return 0 }
 func (n follower) Joined() error      { return nil }
 func (n follower) Following() error   { return nil }
 
+// node is a ClusterNode whose role a test sets: the writer, or a follower
+// of the writer at addr ("": no writer).
+type node struct {
+	writer bool
+	addr   atomic.Pointer[string]
+}
+
+func (n *node) IsWriter() bool { return n.writer }
+func (n *node) WriterAddr() string {
+	if a := n.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+func (n *node) Roles() []string  { return nil }
+func (n *node) Lag() uint64      { return 0 }
+func (n *node) Joined() error    { return nil }
+func (n *node) Following() error { return nil }
+
+// clusterNode is a server of ts's state on a cluster node, with its own
+// log lines and metrics.
+func clusterNode(t *testing.T, ts *testServer, name string, n *node) (*httptest.Server, *syncBuffer) {
+	logs := &syncBuffer{}
+	d := ts.deps
+	d.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	d.AccessLog, d.Metrics, d.Health = nil, nil, nil
+	d.Cluster = &ClusterOptions{Node: n, Log: ts.deps.Log, NodeName: name, Scheme: "http", ReadWait: time.Second,
+		ForwardTimeout: 5 * time.Second, Logger: d.Logger}
+	srv := httptest.NewServer(NewServer(d))
+	t.Cleanup(srv.Close)
+	return srv, logs
+}
+
+// What the cluster handler answers itself, and the writes it forwards,
+// go through front like every other request: a request id, a log line,
+// metrics. A forwarded write has one id, the same on both nodes. X-Min-Seq
+// is waited on only for an authenticated request.
+func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
+	ts := newTestServer(t, nil)
+	writer, writerLogs := clusterNode(t, ts, "n1", &node{writer: true})
+	n := &node{}
+	addr := strings.TrimPrefix(writer.URL, "http://")
+	n.addr.Store(&addr)
+	follower, followerLogs := clusterNode(t, ts, "n2", n)
+	do := func(method, path, key string, header ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, follower.URL+path, strings.NewReader(`{"name":"Ava","sandbox_url":"https://s.example.com"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	line := func(logs *syncBuffer, id string) string {
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, "request_id="+id) {
+				return l
+			}
+		}
+		return ""
+	}
+
+	resp := do("POST", "/v1/agents", ts.key)
+	ids := resp.Header.Values(headerRequestID)
+	if resp.StatusCode != http.StatusCreated || len(ids) != 1 || resp.Header.Get(HeaderSeq) == "" {
+		t.Fatalf("a forwarded write: %d, X-Request-Id %q, X-Seq %q; want 201, one id and a seq", resp.StatusCode, ids, resp.Header.Get(HeaderSeq))
+	}
+	if l := line(followerLogs, ids[0]); !strings.Contains(l, "route=forwarded") || !strings.Contains(l, "status=201") {
+		t.Errorf("the follower's line of the forwarded write: %q", l)
+	}
+	if l := line(writerLogs, ids[0]); !strings.Contains(l, "method=POST route=/v1/agents status=201") {
+		t.Errorf("the writer's line of the forwarded write, by the follower's id: %q\n%s", l, writerLogs)
+	}
+
+	none := ""
+	n.addr.Store(&none)
+	resp = do("POST", "/v1/agents", ts.key)
+	id := resp.Header.Get(headerRequestID)
+	if resp.StatusCode != http.StatusServiceUnavailable || id == "" {
+		t.Fatalf("a write with no writer: %d, X-Request-Id %q", resp.StatusCode, id)
+	}
+	if l := line(followerLogs, id); !strings.Contains(l, "route=cluster") || !strings.Contains(l, "status=503") {
+		t.Errorf("the follower's line of its own 503: %q", l)
+	}
+	metrics, err := http.Get(follower.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	for _, want := range []string{`demosvc_http_requests_total{code="503",method="POST",route="cluster"} 1`,
+		`demosvc_http_requests_total{code="201",method="POST",route="forwarded"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the follower's metrics lack %s", want)
+		}
+	}
+
+	// X-Min-Seq past the head: 401 at once for a bad key, 503 once the
+	// wait runs out for a good one, 400 for one that is not a seq.
+	for _, c := range []struct {
+		key, minSeq string
+		want        int
+	}{
+		{"sk_live_bad", "1000000", http.StatusUnauthorized},
+		{ts.key, "1000000", http.StatusServiceUnavailable},
+		{ts.key, "soon", http.StatusBadRequest},
+	} {
+		if resp := do("GET", "/v1/agents", c.key, HeaderMinSeq, c.minSeq); resp.StatusCode != c.want {
+			t.Errorf("X-Min-Seq %s with key %.8s: %d, want %d", c.minSeq, c.key, resp.StatusCode, c.want)
+		}
+	}
+
+	// Sent by a client itself, an id not of the form this service makes
+	// is replaced.
+	req, _ := http.NewRequest("GET", writer.URL+"/healthz", nil)
+	req.Header.Set(headerForwarded, "n9")
+	req.Header.Set(headerRequestID, "req_forged id")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(headerRequestID); got == "req_forged id" || !strings.HasPrefix(got, "req_") {
+		t.Errorf("a forged request id: answered with %q", got)
+	}
+}
+
 // forwardingTo is the cluster handler of a follower of the writer at addr.
 func forwardingTo(ts *testServer, addr, scheme string, roots *x509.CertPool) http.Handler {
-	return NewClusterHandler(http.NotFoundHandler(), ClusterOptions{Node: follower{addr: addr}, Log: ts.deps.Log,
+	return newClusterHandler(http.NotFoundHandler(), ClusterOptions{Node: follower{addr: addr}, Log: ts.deps.Log,
 		NodeName: "n2", Scheme: scheme, ReadWait: time.Second, ForwardTimeout: time.Second, RootCAs: roots,
 		Logger: slog.New(slog.DiscardHandler)})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"demosvc/eventlog"
 	"demosvc/projections"
 )
 
@@ -27,20 +28,34 @@ type exchange struct {
 	account   string
 	params    httprouter.Params     // set by handle
 	principal projections.Principal // set by authenticated
+	// seqs, on a cluster's writer, is the log whose durable head goes in
+	// a write's answer as X-Seq (cluster.go).
+	seqs *eventlog.Log
 }
 
 func (e *exchange) WriteHeader(status int) {
 	if !e.wrote {
 		e.status, e.wrote = status, true
+		if e.seqs != nil {
+			e.Header().Set(HeaderSeq, strconv.FormatUint(e.seqs.DurableSeq(), 10))
+		}
 	}
 	e.ResponseWriter.WriteHeader(status)
 }
 
 func (e *exchange) Write(p []byte) (int, error) {
 	if !e.wrote {
-		e.status, e.wrote = http.StatusOK, true
+		e.WriteHeader(http.StatusOK)
 	}
 	return e.ResponseWriter.Write(p)
+}
+
+// setRoute names the route of the request w answers, for its log line and
+// metrics.
+func setRoute(w http.ResponseWriter, pattern string) {
+	if ex, ok := w.(*exchange); ok {
+		ex.route = pattern
+	}
 }
 
 // Flush lets streaming handlers flush through the wrapper.
@@ -65,8 +80,11 @@ type front struct {
 	access  *AccessLog   // the line of every other request
 	metrics *Metrics
 	reqIDs  *requestIDs
-	proxies proxies // whose forwarding headers name the client in the log line
-	next    http.Handler
+	// forwarded, on a cluster node, takes the request id of a write
+	// another node forwarded (forwardedRequestID).
+	forwarded bool
+	proxies   proxies // whose forwarding headers name the client in the log line
+	next      http.Handler
 }
 
 func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted proxies, next http.Handler) *front {
@@ -75,8 +93,14 @@ func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted 
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := f.reqIDs.New(start)
-	w.Header().Set("X-Request-Id", id)
+	id := ""
+	if f.forwarded {
+		id = forwardedRequestID(r)
+	}
+	if id == "" {
+		id = f.reqIDs.New(start)
+	}
+	w.Header().Set(headerRequestID, id)
 	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
 	defer func() {
 		if p := recover(); p != nil {
@@ -117,9 +141,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route names the route pattern of a handler for logs and metrics.
 func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ex, ok := w.(*exchange); ok {
-			ex.route = pattern
-		}
+		setRoute(w, pattern)
 		h(w, r)
 	}
 }
@@ -149,6 +171,9 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			setRetryAfter(w, d)
 			s.writeError(w, r, apiError(ERateLimited, "",
 				"rate limit of %d requests per minute exceeded; retry in %s", d.Limit, retryWords(d)))
+			return
+		}
+		if s.deps.Cluster != nil && !s.awaitMinSeq(w, r) {
 			return
 		}
 		h(w, r)

@@ -2,6 +2,8 @@ package http
 
 import (
 	crand "crypto/rand"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -9,6 +11,10 @@ import (
 
 	"demosvc/eventlog"
 )
+
+// headerRequestID carries a request's id on its answer, and on a write a
+// cluster node forwards to the writer.
+const headerRequestID = "X-Request-Id"
 
 // requestIDs mints request ids cheaply: a ULID of the current time whose
 // entropy is a per-process random prefix and a counter. They are unique
@@ -35,3 +41,27 @@ func (r *requestIDs) New(t time.Time) string {
 	id[12], id[13], id[14], id[15] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	return eventlog.FormatID("req_", id)
 }
+
+// forwardedRequestID is the request id a cluster node forwarding r gave
+// it, if r is a forwarded write that carries one in the form New makes;
+// "" otherwise. A client that sends both headers itself only names its
+// own request, in the form of an id: the writer does not forward it.
+func forwardedRequestID(r *http.Request) string {
+	if r.Header[headerForwarded] == nil {
+		return ""
+	}
+	id := r.Header.Get(headerRequestID)
+	rest, ok := strings.CutPrefix(id, "req_")
+	if !ok || len(rest) != ulid.EncodedSize {
+		return ""
+	}
+	for i := 0; i < len(rest); i++ {
+		if !strings.ContainsRune(lowerCrockford, rune(rest[i])) {
+			return ""
+		}
+	}
+	return id
+}
+
+// lowerCrockford is the alphabet of a request id's ULID.
+const lowerCrockford = "0123456789abcdefghjkmnpqrstvwxyz"

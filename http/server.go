@@ -39,6 +39,9 @@ type Deps struct {
 	// Dashboard serves every path outside /v1, /healthz, /readyz and
 	// /metrics; nil leaves them a JSON 404.
 	Dashboard http.Handler
+	// Cluster routes requests on a cluster node (cluster.go): writes to
+	// the writer, X-Seq, X-Min-Seq. nil on a single node.
+	Cluster *ClusterOptions
 }
 
 // Server is the public HTTP API over a rebuilt state. Build it with
@@ -79,7 +82,14 @@ func NewServer(d Deps) *Server {
 	if access == nil {
 		access = accessLogVia(d.Logger.Handler())
 	}
-	s.front = newFront(d.Logger, access, d.Metrics, s.proxies, s.routes())
+	var next http.Handler = s.routes()
+	if d.Cluster != nil {
+		// Inside front: the cluster's own answers and forwarded writes
+		// have a request id, a log line and their metrics too.
+		next = newClusterHandler(next, *d.Cluster)
+	}
+	s.front = newFront(d.Logger, access, d.Metrics, s.proxies, next)
+	s.front.forwarded = d.Cluster != nil
 	return s
 }
 
