@@ -107,7 +107,7 @@ func (dp *Dispatcher) PlanReplay(t projections.Target, w Window) (Plan, error) {
 	start = max(start, t.From+1)
 	// A replay sends what the webhook is subscribed to now, whatever it
 	// was subscribed to when the events happened.
-	t.Earlier = nil
+	t = t.Now()
 	var p Plan
 	if start > head {
 		return p, nil

@@ -160,9 +160,10 @@ type Target struct {
 	Account string
 	URL     string
 	Events  map[string]bool
-	// Earlier are the lists of events it had before Events, oldest first:
-	// see Subscribed.
-	Earlier []Subscription
+	// earlier are the lists of events it had before Events, oldest first
+	// (see Subscribed): the state's own slice, which is only appended to,
+	// so that a target costs nothing more for a long history.
+	earlier []subscription
 	Secret  string
 	// From is the seq of its registration: it receives events after it.
 	From uint64
@@ -182,23 +183,23 @@ type Target struct {
 	Version uint64
 }
 
-// Subscription is a list of events a webhook had until the record at
-// Until (the webhook.updated that replaced it).
-type Subscription struct {
-	Until  uint64
-	Events map[string]bool
-}
-
 // Subscribed reports whether t was subscribed to event name when the
 // record at seq was appended: an event is sent by the list in force when
 // it happened, whenever the delivery side reads it (a loop behind the log,
 // or after a restart).
 func (t *Target) Subscribed(name string, seq uint64) bool {
-	i, _ := slices.BinarySearchFunc(t.Earlier, seq, func(s Subscription, seq uint64) int { return cmp.Compare(s.Until, seq) })
-	if i < len(t.Earlier) {
-		return t.Earlier[i].Events[name]
+	i, _ := slices.BinarySearchFunc(t.earlier, seq, func(s subscription, seq uint64) int { return cmp.Compare(s.until, seq) })
+	if i < len(t.earlier) {
+		return slices.Contains(t.earlier[i].events, name)
 	}
 	return t.Events[name]
+}
+
+// Now returns t judging every event by the list of events it has now,
+// whenever the event was recorded: what a replay selects by.
+func (t Target) Now() Target {
+	t.earlier = nil
+	return t
 }
 
 // Signing returns the secrets that sign a delivery at now: the current
@@ -241,11 +242,7 @@ func (p *Projections) target(w *webhook) (Target, error) {
 	if err != nil {
 		return Target{ID: w.id, Account: w.tenant.account.ID, Disabled: true, Version: w.version}, fmt.Errorf("webhook %s: %w", w.id, err)
 	}
-	var earlier []Subscription
-	for _, sub := range w.earlier {
-		earlier = append(earlier, Subscription{Until: sub.until, Events: eventSet(sub.events)})
-	}
-	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: eventSet(w.events), Earlier: earlier,
+	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: eventSet(w.events), earlier: w.earlier,
 		Secret: string(secret), From: w.seq,
 		RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
 	if w.prevUntil > 0 {
