@@ -340,8 +340,9 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 		ready.Status != "not_following" || !strings.Contains(ready.Reason, want) || ready.Seq != head {
 		t.Errorf("b's /readyz = %d %s; want 503 not_following naming %q, applied_seq %d", w.Code, w.Body, want, head)
 	}
-	routed := demohttp.NewClusterHandler(api, demohttp.ClusterOptions{Node: b.node, Log: b.log, NodeName: "b",
-		Scheme: "http", ReadWait: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	routed := demohttp.NewServer(demohttp.Deps{Log: b.log, State: b.state, Config: config.Default(),
+		Logger: slog.New(slog.DiscardHandler), Health: health, Cluster: &demohttp.ClusterOptions{Node: b.node, Log: b.log,
+			NodeName: "b", Scheme: "http", ReadWait: time.Second, Logger: slog.New(slog.DiscardHandler)}})
 	w = httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/v1/agents", strings.NewReader(`{"name":"Ada","sandbox_url":"https://sandbox.example.com/"}`))
 	req.Header.Set("Authorization", "Bearer "+key.Key)
