@@ -286,6 +286,48 @@ func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
 	return nil
 }
 
+// ReadSeqs calls fn for the record of each seq of seqs, which must be
+// increasing and durable, with one iterator: a reader that wants some
+// records of a range (one account's) seeks past the others.
+func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			return fmt.Errorf("read of seqs: %d after %d", seqs[i], seqs[i-1])
+		}
+	}
+	if last := seqs[len(seqs)-1]; last > l.DurableSeq() {
+		return fmt.Errorf("read of seq %d: the durable head is %d", last, l.DurableSeq())
+	}
+	it, err := l.db.db.NewIter(&pebble.IterOptions{LowerBound: logKey(seqs[0]), UpperBound: logKey(seqs[len(seqs)-1] + 1)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var rec Record
+	in := interned{}
+	for _, seq := range seqs {
+		if !it.SeekGE(logKey(seq)) {
+			if err := it.Error(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: seq %d is missing below the durable head", ErrCorrupt, seq)
+		}
+		if err := decodeRecord(it.Value(), &rec, in); err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
+		}
+		if rec.Seq != seq {
+			return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, seq, rec.Seq)
+		}
+		if err := fn(&rec); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
 // Follow calls fn for every durable record from seq from on, waiting for new
 // ones, until ctx is done (it then returns ctx.Err()), fn fails or the log
 // closes.

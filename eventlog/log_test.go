@@ -162,6 +162,27 @@ func TestAppendAssignsContiguousSeqsFromOne(t *testing.T) {
 	}
 }
 
+func TestReadSeqsReadsTheSeqsAskedFor(t *testing.T) {
+	h := openHarness(t, "")
+	recs := h.append(10)
+	var got []uint64
+	err := h.log.ReadSeqs([]uint64{2, 3, 7, 10}, func(r *Record) error {
+		if r.ID != recs[r.Seq-1].ID {
+			t.Errorf("seq %d: record %s, want %s", r.Seq, r.ID, recs[r.Seq-1].ID)
+		}
+		got = append(got, r.Seq)
+		return nil
+	})
+	if err != nil || fmt.Sprint(got) != "[2 3 7 10]" {
+		t.Errorf("ReadSeqs(2, 3, 7, 10) read %v, %v", got, err)
+	}
+	for _, seqs := range [][]uint64{{3, 11}, {4, 4}, {5, 2}} {
+		if err := h.log.ReadSeqs(seqs, func(*Record) error { return nil }); err == nil {
+			t.Errorf("ReadSeqs(%v) did not fail", seqs)
+		}
+	}
+}
+
 func TestReopenContinuesTheChain(t *testing.T) {
 	dir := t.TempDir()
 	h := openHarness(t, dir)

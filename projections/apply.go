@@ -351,6 +351,7 @@ func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistere
 		secret: p.Secret, createdAt: unix(rec.Time), version: rec.Seq}
 	s.webhooks[w.id] = w
 	t.webhooks = append(t.webhooks, w)
+	s.webhookSeq = rec.Seq
 	return nil
 }
 
@@ -365,5 +366,6 @@ func (s *State) applyWebhookDeleted(rec *eventlog.Record, p *WebhookDeleted) err
 	t := w.tenant
 	i := indexBySeq(&t.webhooks, w.seq)
 	t.webhooks = append(t.webhooks[:i:i], t.webhooks[i+1:]...)
+	s.webhookSeq = rec.Seq
 	return nil
 }

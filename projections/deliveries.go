@@ -211,6 +211,15 @@ func (t *Target) Signing(now time.Time) (current, previous string) {
 	return t.Secret, ""
 }
 
+// WebhooksChanged returns the seq of the last record that registered,
+// changed or deleted a webhook, or 0 when none did since the state was
+// loaded: while it stays the same, so do WebhookTargets.
+func (p *Projections) WebhooksChanged() uint64 {
+	p.rlock()
+	defer p.mu.RUnlock()
+	return p.state.webhookSeq
+}
+
 // WebhookTargets returns every registered webhook with its secret opened.
 // A secret that does not open under the master key is left out, with the
 // error.

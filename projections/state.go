@@ -30,6 +30,10 @@ type State struct {
 	timelines   timelines
 	contactMore list[list[uint32]]
 	webhooks    map[string]*webhook
+	// webhookSeq is the seq of the last record that registered, changed
+	// or deleted a webhook (0 for none since the state was loaded): the
+	// delivery side rebuilds its targets only when it moves.
+	webhookSeq uint64
 
 	users userState // dashboard users, setup links and sessions (userstate.go)
 

@@ -65,6 +65,25 @@ func (p *Projections) AccountEventsAfter(account string, after uint64, max int) 
 	return out
 }
 
+// AccountSeqsBetween appends to dst at most max seqs of account's records
+// above after and at most to, oldest first, and says how many there are
+// in all: a delivery loop's next records, and its lag.
+func (p *Projections) AccountSeqsBetween(dst []uint64, account string, after, to uint64, max int) ([]uint64, int) {
+	total := 0
+	p.View(func(s *State) {
+		t := s.tenants[account]
+		if t == nil {
+			return
+		}
+		i, j := t.events.search(after+1), t.events.search(to+1)
+		total = j - i
+		for ; i < j && max > 0; i, max = i+1, max-1 {
+			dst = append(dst, t.events.at(i))
+		}
+	})
+	return dst, total
+}
+
 // AccountSeqAt returns the seq of account's last record at or before at,
 // found by a binary search over its records' times (about 20 reads for
 // millions of records); 0 when there is none.

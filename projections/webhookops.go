@@ -235,7 +235,7 @@ func (s *State) applyWebhookUpdated(rec *eventlog.Record, p *WebhookUpdated) err
 	if p.RateLimitPerSecond != nil {
 		w.rateLimit = *p.RateLimitPerSecond
 	}
-	w.version = rec.Seq
+	w.version, s.webhookSeq = rec.Seq, rec.Seq
 	return nil
 }
 
@@ -251,7 +251,7 @@ func (s *State) applyWebhookEnabled(rec *eventlog.Record, p *WebhookEnabled) err
 	if p.SkipBacklog {
 		w.skipTo = rec.Seq
 	}
-	w.version = rec.Seq
+	w.version, s.webhookSeq = rec.Seq, rec.Seq
 	return nil
 }
 
@@ -261,6 +261,7 @@ func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) e
 		return err
 	}
 	w.disabled, w.disabledReason, w.disabledAt = true, p.Reason, unix(rec.Time) // a cut in progress holds a copy
+	s.webhookSeq = rec.Seq
 	return nil
 }
 
@@ -274,7 +275,7 @@ func (s *State) applyWebhookSecretRotated(rec *eventlog.Record, p *WebhookSecret
 		w.prevSecret, w.prevUntil = w.secret, p.PreviousExpiresAt
 	}
 	w.secret = p.Secret
-	w.version = rec.Seq
+	w.version, s.webhookSeq = rec.Seq, rec.Seq
 	return nil
 }
 
