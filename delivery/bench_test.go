@@ -331,3 +331,48 @@ func BenchmarkHealthyBesideDead(b *testing.B) {
 	b.ReportMetric(beside/alone, "ratio")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkWritesBesideManyWebhooks: sessions written while deliveries run
+// for 500 webhooks (20 accounts of 25) that none of the writes concerns,
+// against the same writes with no webhook, alternating rounds of 2,000
+// sessions between the two worlds; the ratio is the median of the rounds'
+// (many / none). Every write that changes no webhook must not cost a pass
+// over every webhook.
+func BenchmarkWritesBesideManyWebhooks(b *testing.B) {
+	rv := newCountingReceiver(b, false)
+	none, many := openWorld(b, ""), openWorld(b, "")
+	for a := range 20 {
+		acc, err := many.state.CreateAccount(b.Context(), "cli", fmt.Sprintf("Tenant %d", a), projections.PlanPro, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pr := projections.Principal{Account: acc, KeyID: "key_bench"}
+		for range 25 {
+			if _, err := many.state.RegisterWebhook(b.Context(), pr, projections.WebhookInput{URL: rv.URL, Events: []string{"meeting.booked"}}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	const round = 2_000
+	var ratios []float64
+	agents := map[*world]string{none: none.newAgent(), many: many.newAgent()}
+	none.start(testConfig())
+	many.start(testConfig())
+	b.ResetTimer()
+	for i := range b.N {
+		var took [2]time.Duration
+		for j, w := range []*world{none, many} {
+			if i%2 == 1 {
+				w = []*world{many, none}[j]
+				j = 1 - j
+			}
+			start := time.Now()
+			w.sessions(b, agents[w], i*round, round)
+			took[j] = time.Since(start)
+		}
+		ratios = append(ratios, float64(took[0])/float64(took[1]))
+	}
+	b.StopTimer()
+	sort.Float64s(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "many/none")
+}

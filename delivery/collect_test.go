@@ -63,7 +63,7 @@ func TestCollectBoundsAStepsBodies(t *testing.T) {
 	// step runs one step of the loop and returns the deliveries it stored.
 	step := func() []*Delivery {
 		t.Helper()
-		next, err := l.collect(cursor, head)
+		next, _, err := l.collect(cursor, head)
 		if err != nil {
 			t.Fatal(err)
 		}

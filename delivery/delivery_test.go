@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -449,4 +450,53 @@ func TestAnEventIsSentByTheSubscriptionInForceWhenItHappened(t *testing.T) {
 	w.startSession(agent, "dropped@example.com")
 	restart()
 	sentTo("after-1@example.com", "subscribed-1@example.com", "subscribed-2@example.com")
+}
+
+// TestALoopReadsOnlyItsAccountsRecords: a webhook of an account that is
+// quiet while another writes thousands of records is sent exactly its
+// account's events once it writes, in order, and its lag comes back to
+// zero; the other account's webhook gets none of the quiet one's.
+func TestALoopReadsOnlyItsAccountsRecords(t *testing.T) {
+	w := openWorld(t, "")
+	busyRv, quietRv := newReceiver(t, nil), newReceiver(t, nil)
+	w.register(busyRv.URL, "contact.created")
+	acc, err := w.state.CreateAccount(t.Context(), "cli", "Quiet", projections.PlanPro, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &world{t: t, dir: w.dir, store: w.store, log: w.log, state: w.state, pr: projections.Principal{Account: acc, KeyID: "key_test"}}
+	quiet := other.register(quietRv.URL, "contact.created")
+	quietAgent := other.newAgent()
+	w.start(testConfig())
+	w.sessions(t, w.newAgent(), 0, 2_000)
+	for i := range 3 {
+		other.startSession(quietAgent, fmt.Sprintf("quiet%d@example.com", i))
+	}
+	waitFor(t, "the quiet account's 3 events delivered", func() bool { return allStatus(t, w, quiet.ID, 3, StatusSucceeded) })
+	waitFor(t, "the busy account's 2,000 events delivered", func() bool { return busyRv.count() >= 2_000 })
+	w.throughLoop(quiet.ID)
+	var got []string
+	for _, r := range quietRv.all() {
+		var body struct {
+			Data struct{ Contact projections.ContactRef }
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, body.Data.Contact.Email)
+	}
+	if slices.Sort(got); fmt.Sprint(got) != "[quiet0@example.com quiet1@example.com quiet2@example.com]" {
+		t.Errorf("the quiet webhook was sent %v", got)
+	}
+	for _, r := range busyRv.all() {
+		if bytes.Contains(r.body, []byte("quiet")) {
+			t.Errorf("the busy webhook got the quiet account's event: %s", r.body)
+		}
+	}
+	w.m.metrics.mu.Lock()
+	lag := w.m.metrics.lags[quiet.ID]
+	w.m.metrics.mu.Unlock()
+	if lag != 0 {
+		t.Errorf("the quiet webhook's lag is %d, want 0", lag)
+	}
 }

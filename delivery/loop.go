@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,11 @@ type loop struct {
 	busy      map[string]bool      // attempt in flight
 	ready     []string             // pending and due now, oldest first
 	later     retryHeap            // pending and due later
+
+	// wake is poked when a record of the webhook's account is durable
+	// (Dispatcher.fanOut): the loop reads only its account's records.
+	wake chan struct{}
+	seqs []uint64 // collect's seqs, kept for the next
 
 	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
 	failing        int64                              // unix ms since every attempt failed; 0: not failing
@@ -86,10 +92,18 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
 		results: make(chan result, 64), retry: retryState{policy: dp.policy},
-		pending: map[string]*Delivery{}, busy: map[string]bool{},
+		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1),
 		writes: make(chan write, maxWritesInFlight), written: make(chan write, maxWritesInFlight)}
 	l.cur.Store(&t)
 	return l
+}
+
+// poke wakes the loop if it waits, or makes its next wait return at once.
+func (l *loop) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }
 
 // schedule queues a pending delivery for its next attempt.
@@ -112,21 +126,20 @@ func (l *loop) run() error {
 			return l.drain()
 		default:
 		}
-		changed := l.dp.log.Changed()
 		head := l.dp.log.DurableSeq()
-		l.dp.metrics.setLag(l.t.ID, head-min(head, cursor))
 		paused := l.retry.paused(len(l.pending))
+		more := false
 		if head > cursor && !paused {
 			// One chunk at a time, between attempts: a backlog never
 			// keeps this webhook from sending, nor its free slots idle
 			// while the chunk is built.
 			l.dispatch()
-			if cursor, err = l.collect(cursor, head); err != nil {
+			if cursor, more, err = l.collect(cursor, head); err != nil {
 				return err
 			}
 		}
 		wait := l.dispatch()
-		if cursor < l.dp.log.DurableSeq() && !paused {
+		if more {
 			wait = 0
 		}
 		if err := l.maybeFlush(); err != nil {
@@ -143,7 +156,7 @@ func (l *loop) run() error {
 		wait = min(wait, next)
 		timer.Reset(wait)
 		select {
-		case <-changed:
+		case <-l.wake:
 		case <-timer.C():
 		case r := <-l.results:
 			// Take every result that is waiting: one synced write for all.
@@ -235,23 +248,32 @@ const (
 	maxCollectBytes = 512 << 10
 )
 
-// collect turns the records after cursor into pending deliveries and
-// starts their write with the new cursor, one synced batch; they are sent
-// once it is durable (stored): after a crash, every event is delivered at
-// least once.
-func (l *loop) collect(cursor, head uint64) (uint64, error) {
-	to := min(head, cursor+maxCollect)
-	var fresh []*Delivery
-	var requests []*projections.WebhookRedeliveryRequested
-	now := l.dp.clock.Now()
+// collect turns the records after cursor, up to head, into pending
+// deliveries and starts their write with the new cursor, one synced batch;
+// they are sent once it is durable (stored): after a crash, every event is
+// delivered at least once. It reads only the records of the webhook's
+// account, found by the state's index of them, and reports whether it
+// stopped before head.
+func (l *loop) collect(cursor, head uint64) (uint64, bool, error) {
+	// The target first: the state it is read from has applied head (see
+	// the guard below), so the index holds every record up to head.
 	t := l.target()
 	if cur, ok := l.current(); ok {
 		t = cur
 	}
+	seqs, total := l.dp.state.AccountSeqsBetween(l.seqs[:0], l.t.Account, cursor, head, maxCollect)
+	l.seqs = seqs
+	to, more := head, false
+	if len(seqs) < total {
+		to, more = seqs[len(seqs)-1], true
+	}
+	var fresh []*Delivery
+	var requests []*projections.WebhookRedeliveryRequested
+	now := l.dp.clock.Now()
 	size := 0
-	err := l.dp.log.Read(cursor+1, to, func(rec *eventlog.Record) error {
+	err := l.dp.log.ReadSeqs(seqs, func(rec *eventlog.Record) error {
 		if size >= maxCollectBytes || len(requests) > 0 {
-			to = rec.Seq - 1 // the next step starts at rec
+			to, more = rec.Seq-1, true // the next step starts at rec
 			return errStop
 		}
 		if rec.Account != l.t.Account {
@@ -264,12 +286,12 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 			// change up to head. If that order ever changes, the records
 			// after the change are judged once the state shows it, not by
 			// the list before it.
-			to = rec.Seq - 1
+			to, more = rec.Seq-1, true
 			return errStop
 		}
 		if req, ok := l.dp.state.Redelivery(rec, l.t.ID); ok {
 			if len(fresh) > 0 {
-				to = rec.Seq - 1 // the request's deliveries are a write of their own
+				to, more = rec.Seq-1, true // the request's deliveries are a write of their own
 				return errStop
 			}
 			requests = append(requests, req) // carried out after this read
@@ -283,19 +305,22 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		return err
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return cursor, err
+		return cursor, false, err
 	}
+	// Its lag: the records of its account it has still to read.
+	read, _ := slices.BinarySearch(seqs, to+1)
+	l.dp.metrics.setLag(l.t.ID, uint64(total-read))
 	if len(requests) > 0 {
 		// The requests name deliveries that are failed in the store:
 		// the loop first takes in every write of its own that stored one.
 		if err := l.settle(); err != nil {
-			return cursor, err
+			return cursor, false, err
 		}
 		// Re-sent deliveries go in the same write as the cursor past
 		// their request: carried out once, even across a crash.
 		again, err := l.redeliver(requests, t, now)
 		if err != nil {
-			return cursor, err
+			return cursor, false, err
 		}
 		fresh = append(fresh, again...)
 	}
@@ -305,20 +330,20 @@ func (l *loop) collect(cursor, head uint64) (uint64, error) {
 		// judged by the subscription in force when it was recorded). A
 		// request moves it on disk even when it queued nothing: read
 		// again, it could find failed what it did not.
-		return to, nil
+		return to, more, nil
 	}
 	if l.ctx.Err() != nil {
-		return cursor, l.ctx.Err() // deleted meanwhile: write nothing more
+		return cursor, false, l.ctx.Err() // deleted meanwhile: write nothing more
 	}
 	if err := l.start(write{fresh: fresh}, func() func() error {
 		return l.dp.store.startPutWithCursor(l.t.ID, to, fresh)
 	}); err != nil {
-		return cursor, err
+		return cursor, false, err
 	}
 	for _, d := range fresh {
 		l.pending[d.ID] = d // counted against maxPending, not sent yet
 	}
-	return to, nil
+	return to, more, nil
 }
 
 // envelope is the seed's body of every delivery, and nothing more.

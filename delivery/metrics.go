@@ -16,7 +16,7 @@ type metrics struct {
 	lag      *prometheus.GaugeVec   // per webhook id; nil unless PerWebhookMetrics
 
 	mu   sync.Mutex
-	lags map[string]uint64 // webhook id -> log head minus its cursor, in events
+	lags map[string]uint64 // webhook id -> the records of its account its loop has still to read
 }
 
 func newMetrics(perWebhook bool) *metrics {
