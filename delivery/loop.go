@@ -280,12 +280,13 @@ func (l *loop) collect(cursor, head uint64) (uint64, bool, error) {
 			return nil
 		}
 		if rec.Seq > t.Version && l.dp.state.ChangesEvents(rec, l.t.ID) {
-			// A change of its events that t does not show. Not reached
-			// today: the state takes a record under its write lock before
-			// the log publishes it, so t, read after head, shows every
-			// change up to head. If that order ever changes, the records
-			// after the change are judged once the state shows it, not by
-			// the list before it.
+			// A change of its events that t does not show: t is the
+			// loop's own, since the webhook was disabled by the same
+			// PATCH (current() reports it gone). The records after the
+			// change are not judged by the list before it; the disable
+			// ends the loop at the reconcile it sets off. (The state shows
+			// every change up to head otherwise: it takes a record under
+			// its write lock before the log publishes it.)
 			to, more = rec.Seq-1, true
 			return errStop
 		}

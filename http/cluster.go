@@ -57,7 +57,7 @@ type ClusterNode interface {
 	Following() error
 }
 
-// ClusterOptions configures NewClusterHandler.
+// ClusterOptions configures a cluster node's routing (Deps.Cluster).
 type ClusterOptions struct {
 	Node     ClusterNode
 	Log      *eventlog.Log
@@ -110,16 +110,21 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 				r.Out.Header.Add("Forwarded", `for="`+forwardedNode(peer)+`"`)
 			}
 			r.Out.Header.Set(headerForwarded, o.NodeName)
+			// This node's server answered the client's Expect already, as
+			// the proxy read the body: the writer's 100 Continue, relayed,
+			// would be taken for the answer's status.
+			r.Out.Header.Del("Expect")
 			r.Out.Header.Del(headerRequestID)
 			if to.requestID != "" {
 				r.Out.Header.Set(headerRequestID, to.requestID)
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			// This node's answer has its own X-Request-Id, which the
-			// writer took: the writer's copy would make two.
-			if resp.Request.Context().Value(forwardKey{}).(forward).requestID != "" {
-				resp.Header.Del(headerRequestID)
+			// The answer has this node's X-Request-Id, which the writer
+			// took: the handler took it off the answer, since the proxy
+			// adds the writer's headers to the ones set already.
+			if id := resp.Request.Context().Value(forwardKey{}).(forward).requestID; id != "" {
+				resp.Header.Set(headerRequestID, id)
 			}
 			// Answer only once this node has applied the write.
 			seq, err := strconv.ParseUint(resp.Header.Get(HeaderSeq), 10, 64)
@@ -134,7 +139,11 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			o.Logger.Warn("forwarding a write to the writer", "writer", r.Context().Value(forwardKey{}).(forward).writer, "err", err)
+			to := r.Context().Value(forwardKey{}).(forward)
+			o.Logger.Warn("forwarding a write to the writer", "writer", to.writer, "err", err)
+			if to.requestID != "" {
+				w.Header().Set(headerRequestID, to.requestID)
+			}
 			w.Header().Set("Retry-After", "1")
 			unavailable(w, "the cluster's writer did not answer (it may be changing); the write may or may not have been made: retry it, with an Idempotency-Key to be safe")
 		},
@@ -173,6 +182,7 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		}
 		setRoute(w, routeForwarded)
 		to := forward{writer: addr, requestID: w.Header().Get(headerRequestID)}
+		w.Header().Del(headerRequestID) // it comes back on the writer's answer
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, to)))
 	})
 }

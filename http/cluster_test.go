@@ -78,7 +78,9 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
+			if header[i+1] != "" {
+				req.Header.Set(header[i], header[i+1])
+			}
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -97,21 +99,25 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 		return ""
 	}
 
-	resp := do("POST", "/v1/agents", ts.key)
-	ids := resp.Header.Values(headerRequestID)
-	if resp.StatusCode != http.StatusCreated || len(ids) != 1 || resp.Header.Get(HeaderSeq) == "" {
-		t.Fatalf("a forwarded write: %d, X-Request-Id %q, X-Seq %q; want 201, one id and a seq", resp.StatusCode, ids, resp.Header.Get(HeaderSeq))
-	}
-	if l := line(followerLogs, ids[0]); !strings.Contains(l, "route=forwarded") || !strings.Contains(l, "status=201") {
-		t.Errorf("the follower's line of the forwarded write: %q", l)
-	}
-	if l := line(writerLogs, ids[0]); !strings.Contains(l, "method=POST route=/v1/agents status=201") {
-		t.Errorf("the writer's line of the forwarded write, by the follower's id: %q\n%s", l, writerLogs)
+	// With Expect: 100-continue too, which the writer must not answer.
+	for _, expect := range []string{"", "100-continue"} {
+		resp := do("POST", "/v1/agents", ts.key, "Expect", expect)
+		ids := resp.Header.Values(headerRequestID)
+		if resp.StatusCode != http.StatusCreated || len(ids) != 1 || resp.Header.Get(HeaderSeq) == "" {
+			t.Fatalf("a forwarded write (Expect %q): %d, X-Request-Id %q, X-Seq %q; want 201, one id and a seq",
+				expect, resp.StatusCode, ids, resp.Header.Get(HeaderSeq))
+		}
+		if l := line(followerLogs, ids[0]); !strings.Contains(l, "route=forwarded") || !strings.Contains(l, "status=201") {
+			t.Errorf("the follower's line of the forwarded write (Expect %q): %q", expect, l)
+		}
+		if l := line(writerLogs, ids[0]); !strings.Contains(l, "method=POST route=/v1/agents status=201") {
+			t.Errorf("the writer's line of the forwarded write (Expect %q), by the follower's id: %q\n%s", expect, l, writerLogs)
+		}
 	}
 
 	none := ""
 	n.addr.Store(&none)
-	resp = do("POST", "/v1/agents", ts.key)
+	resp := do("POST", "/v1/agents", ts.key)
 	id := resp.Header.Get(headerRequestID)
 	if resp.StatusCode != http.StatusServiceUnavailable || id == "" {
 		t.Fatalf("a write with no writer: %d, X-Request-Id %q", resp.StatusCode, id)
@@ -126,7 +132,7 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 	body, _ := io.ReadAll(metrics.Body)
 	metrics.Body.Close()
 	for _, want := range []string{`demosvc_http_requests_total{code="503",method="POST",route="cluster"} 1`,
-		`demosvc_http_requests_total{code="201",method="POST",route="forwarded"} 1`} {
+		`demosvc_http_requests_total{code="201",method="POST",route="forwarded"} 2`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the follower's metrics lack %s", want)
 		}

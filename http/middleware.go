@@ -34,6 +34,10 @@ type exchange struct {
 }
 
 func (e *exchange) WriteHeader(status int) {
+	if status < 200 {
+		e.ResponseWriter.WriteHeader(status) // informational: the answer is still to come
+		return
+	}
 	if !e.wrote {
 		e.status, e.wrote = status, true
 		if e.seqs != nil {

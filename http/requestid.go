@@ -44,10 +44,11 @@ func (r *requestIDs) New(t time.Time) string {
 
 // forwardedRequestID is the request id a cluster node forwarding r gave
 // it, if r is a forwarded write that carries one in the form New makes;
-// "" otherwise. A client that sends both headers itself only names its
-// own request, in the form of an id: the writer does not forward it.
+// "" otherwise. A client that sends both headers itself to the writer
+// only names its own write, in the form of an id, and the writer does
+// not forward it; a read keeps an id of this node's.
 func forwardedRequestID(r *http.Request) string {
-	if r.Header[headerForwarded] == nil {
+	if r.Header[headerForwarded] == nil || !isWrite(r.Method) {
 		return ""
 	}
 	id := r.Header.Get(headerRequestID)

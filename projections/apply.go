@@ -348,7 +348,7 @@ func (s *State) applyWebhookRegistered(rec *eventlog.Record, p *WebhookRegistere
 		return err
 	}
 	w := &webhook{id: p.WebhookID, tenant: t, seq: rec.Seq, url: p.URL, events: append([]string(nil), p.Events...),
-		secret: p.Secret, createdAt: unix(rec.Time), version: rec.Seq}
+		secret: p.Secret, createdAt: unix(rec.Time), version: rec.Seq, eventsSince: rec.Seq}
 	s.webhooks[w.id] = w
 	t.webhooks = append(t.webhooks, w)
 	s.webhookSeq = rec.Seq

@@ -148,6 +148,7 @@ func (w *snapWriter) webhook(wh *webhook) {
 	for _, e := range wh.events {
 		w.str(e)
 	}
+	w.uint(wh.eventsSince)
 	w.len(len(wh.earlier))
 	for _, sub := range wh.earlier {
 		w.uint(sub.until)
@@ -365,6 +366,7 @@ func decodeSnapshot(b []byte) (*State, error) {
 			for j := range wh.events {
 				wh.events[j] = r.str()
 			}
+			wh.eventsSince = r.uint()
 			if n := r.len(); n > 0 {
 				wh.earlier = make([]subscription, n)
 				for j := range wh.earlier {

@@ -228,9 +228,18 @@ func (s *State) applyWebhookUpdated(rec *eventlog.Record, p *WebhookUpdated) err
 	if p.URL != nil {
 		w.url = *p.URL
 	}
-	if p.Events != nil && !sameEvents(w.events, p.Events) {
-		w.earlier = append(w.earlier, subscription{until: rec.Seq, events: w.events})
-		w.events = append([]string(nil), p.Events...)
+	if p.Events != nil {
+		// The list in force is kept for the records it judged, if any:
+		// a record of the account came after it was set (t.events does
+		// not hold this one yet). Changes with none between, a key
+		// switching lists over and over, keep nothing.
+		if !sameEvents(w.events, p.Events) {
+			if ev := &w.tenant.events; ev.len() > 0 && ev.at(ev.len()-1) > w.eventsSince {
+				w.earlier = append(w.earlier, subscription{until: rec.Seq, events: w.events})
+			}
+			w.eventsSince = rec.Seq
+		}
+		w.events = append([]string(nil), p.Events...) // in the order sent
 	}
 	if p.RateLimitPerSecond != nil {
 		w.rateLimit = *p.RateLimitPerSecond

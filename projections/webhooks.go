@@ -29,10 +29,13 @@ type webhook struct {
 	// an event is sent by the list in force when it was recorded, not by
 	// the one in force when the delivery side reads it. Appended to, never
 	// changed: a cut in progress holds a copy of the slice.
-	earlier   []subscription
-	secret    eventlog.Sealed
-	createdAt int64
-	disabled  bool // delivery stopped: see disabledReason
+	earlier []subscription
+	// eventsSince is the seq of the record that set the current set of
+	// events: its registration, or the last update that changed it.
+	eventsSince uint64
+	secret      eventlog.Sealed
+	createdAt   int64
+	disabled    bool // delivery stopped: see disabledReason
 	// disabledReason is the code of the webhook.disabled that disabled it
 	// (gone, failing, manual); disabledAt its time.
 	disabledReason string

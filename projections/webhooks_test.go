@@ -2,6 +2,7 @@ package projections
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,57 @@ func TestWebhookRegistrationRefusesHostsByTheAddressPolicy(t *testing.T) {
 		if err := in.Validate(false); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
+	}
+}
+
+// A webhook keeps a list of events it had only if it judged a record of
+// the account: a key switching lists back and forth with nothing between
+// keeps none. A list sent in another order is answered in that order.
+func TestAWebhookKeepsOnlyTheEarlierListsThatJudgedARecord(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("Acme")
+	v, err := e.p.RegisterWebhook(t.Context(), pr, WebhookInput{URL: "https://hooks.example.com/x", Events: []string{"lead.hot"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := v.(WebhookView).ID
+	patch := func(events ...string) WebhookView {
+		t.Helper()
+		v, err := e.p.UpdateWebhook(t.Context(), pr, id, WebhookPatch{Events: events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	earlier := func() []subscription {
+		var out []subscription
+		e.p.View(func(s *State) { out = s.webhooks[id].earlier })
+		return out
+	}
+	for range 5 {
+		patch("contact.created")
+		patch("lead.hot")
+	}
+	if n := len(earlier()); n != 0 {
+		t.Errorf("%d earlier lists kept after changes with no record between, want 0", n)
+	}
+	if got := patch("lead.hot", "demo.completed").Events; fmt.Sprint(got) != "[lead.hot demo.completed]" {
+		t.Errorf("events %v", got)
+	}
+	if got := patch("demo.completed", "lead.hot").Events; fmt.Sprint(got) != "[demo.completed lead.hot]" {
+		t.Errorf("the same events in another order: %v, want the order sent", got)
+	}
+	agent := e.agent(pr, "Ava") // a record the list in force judges
+	var agentSeq uint64
+	e.p.View(func(s *State) { agentSeq = s.seq })
+	patch("contact.created")
+	got := earlier()
+	if len(got) != 1 || fmt.Sprint(got[0].events) != "[demo.completed lead.hot]" || got[0].until <= agentSeq {
+		t.Fatalf("earlier lists %+v after a record (seq %d of agent %s) and a change, want the list before", got, agentSeq, agent.ID)
+	}
+	tg, ok := e.p.WebhookTarget(id)
+	if !ok || !tg.Subscribed("lead.hot", agentSeq) || tg.Subscribed("contact.created", agentSeq) ||
+		!tg.Subscribed("contact.created", got[0].until+1) || tg.Subscribed("lead.hot", got[0].until+1) {
+		t.Errorf("the target judges seq %d by %v and later ones by %v", agentSeq, tg.earlier, tg.Events)
 	}
 }
