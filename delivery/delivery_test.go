@@ -500,3 +500,29 @@ func TestALoopReadsOnlyItsAccountsRecords(t *testing.T) {
 		t.Errorf("the quiet webhook's lag is %d, want 0", lag)
 	}
 }
+
+// TestALoopsLagGrowsWhileItIsPaused: a loop paused by a failing receiver
+// reads nothing, and its lag counts the records of its account that pile
+// up meanwhile; a new loop reports its lag from the start.
+func TestALoopsLagGrowsWhileItIsPaused(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, func(int) (int, time.Duration) { return http.StatusInternalServerError, 0 })
+	wh := w.register(rv.URL, "contact.created")
+	cfg, _ := clockedConfig()
+	cfg.Backoff = time.Hour // the failed deliveries stay pending
+	lag := func() (uint64, bool) {
+		w.m.metrics.mu.Lock()
+		defer w.m.metrics.mu.Unlock()
+		n, ok := w.m.metrics.lags[wh.ID]
+		return n, ok
+	}
+	w.start(cfg)
+	waitFor(t, "the new loop's lag", func() bool { _, ok := lag(); return ok })
+	agent := w.newAgent()
+	for i := range breakerFailures {
+		w.startSession(agent, fmt.Sprintf("a%d@example.com", i))
+	}
+	waitFor(t, "three failed attempts", func() bool { return rv.count() >= breakerFailures })
+	w.sessions(t, agent, 100, 20)
+	waitFor(t, "the paused loop's lag at 20 or more", func() bool { n, _ := lag(); return n >= 20 })
+}

@@ -213,7 +213,7 @@ func (dp *Dispatcher) wakeAll() {
 func (dp *Dispatcher) reconcile() {
 	targets, errs := dp.state.WebhookTargets()
 	for _, err := range errs {
-		// Once per webhook and process: reconcile runs at every commit.
+		// Once per webhook and process: reconcile runs at every webhook change.
 		if _, seen := dp.secretErrs.LoadOrStore(err.Error(), true); !seen {
 			dp.logger.Error("webhook secret does not open under the master key; not delivering to it", "err", err)
 		}

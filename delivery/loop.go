@@ -98,6 +98,13 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	return l
 }
 
+// setLag records the loop's lag: the records of its account after cursor,
+// up to head, that it has still to read.
+func (l *loop) setLag(cursor, head uint64) {
+	_, n := l.dp.state.AccountSeqsBetween(nil, l.t.Account, cursor, head, 0)
+	l.dp.metrics.setLag(l.t.ID, uint64(n))
+}
+
 // poke wakes the loop if it waits, or makes its next wait return at once.
 func (l *loop) poke() {
 	select {
@@ -120,6 +127,7 @@ func (l *loop) run() error {
 	timer := l.dp.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer l.dp.metrics.forgetLag(l.t.ID)
+	l.setLag(cursor, l.dp.log.DurableSeq())
 	for {
 		select {
 		case <-l.stopping:
@@ -129,6 +137,9 @@ func (l *loop) run() error {
 		head := l.dp.log.DurableSeq()
 		paused := l.retry.paused(len(l.pending))
 		more := false
+		if head > cursor && paused {
+			l.setLag(cursor, head) // it grows while the loop reads nothing
+		}
 		if head > cursor && !paused {
 			// One chunk at a time, between attempts: a backlog never
 			// keeps this webhook from sending, nor its free slots idle

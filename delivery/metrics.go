@@ -34,12 +34,12 @@ func newMetrics(perWebhook bool) *metrics {
 	}
 	m.maxLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "demosvc_delivery_max_lag_events",
-		Help: "The most events in the log not yet read by any one webhook's delivery loop.",
+		Help: "The most records of a webhook's account not yet read by its delivery loop, over all webhooks.",
 	}, m.largestLag)
 	if perWebhook {
 		m.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "demosvc_delivery_lag_events",
-			Help: "Events in the log not yet read by a webhook's delivery loop (metrics.per_webhook).",
+			Help: "Records of a webhook's account not yet read by its delivery loop (metrics.per_webhook).",
 		}, []string{"webhook_id"})
 	}
 	return m

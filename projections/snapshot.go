@@ -18,9 +18,10 @@ import (
 // the overview's per-day counters, each session's event seqs and each
 // account's event seqs, which a version-6 snapshot cannot give (it has no
 // time of a lead.hot or a meeting): the first start after an upgrade
-// replays the log once, and its snapshot is of version 7. Version 8 adds
-// each webhook's earlier lists of events, which the log alone gives.
-const snapshotVersion = 8
+// replays the log once, and its snapshot is of version 7. Version 9 adds
+// each webhook's earlier lists of events, which the log alone gives (8
+// had them without the seq of the list in force, for a day's builds).
+const snapshotVersion = 9
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20
