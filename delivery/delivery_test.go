@@ -526,3 +526,67 @@ func TestALoopsLagGrowsWhileItIsPaused(t *testing.T) {
 	w.sessions(t, agent, 100, 20)
 	waitFor(t, "the paused loop's lag at 20 or more", func() bool { n, _ := lag(); return n >= 20 })
 }
+
+// TestFanOutWakesTheLoopsOfTheAccountsWithRecords, by the state's index
+// (fewer accounts with loops than records in the range) and by reading
+// the log (more).
+func TestFanOutWakesTheLoopsOfTheAccountsWithRecords(t *testing.T) {
+	w := openWorld(t, "")
+	dp := New(w.log, w.state, testConfig(), nil)
+	loops := map[string]*loop{}
+	var worlds []*world
+	for i := range 3 {
+		acc := w.pr.Account
+		if i > 0 {
+			a, err := w.state.CreateAccount(t.Context(), "cli", fmt.Sprint("Tenant ", i), projections.PlanPro, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acc = a
+		}
+		aw := &world{t: t, dir: w.dir, store: w.store, log: w.log, state: w.state, pr: projections.Principal{Account: acc, KeyID: "key_test"}}
+		worlds = append(worlds, aw)
+		l := newLoop(dp, projections.Target{ID: fmt.Sprint("wh_", i), Account: acc.ID})
+		loops[acc.ID] = l
+		dp.byAccount[acc.ID] = []*loop{l}
+	}
+	woken := func() []int {
+		var out []int
+		for i, aw := range worlds {
+			select {
+			case <-loops[aw.pr.Account.ID].wake:
+				out = append(out, i)
+			default:
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		records func() // in the accounts woken
+		want    string
+	}{
+		{"one record (the log)", func() { worlds[1].newAgent() }, "[1]"},
+		{"two records (the log)", func() { worlds[0].newAgent(); worlds[2].newAgent() }, "[0 2]"},
+		{"four records (the index)", func() {
+			for range 4 {
+				worlds[2].newAgent()
+			}
+		}, "[2]"},
+		{"six records (the index)", func() {
+			for range 3 {
+				worlds[0].newAgent()
+				worlds[1].newAgent()
+			}
+		}, "[0 1]"},
+	} {
+		from := w.log.DurableSeq()
+		c.records()
+		if err := dp.fanOut(from, w.log.DurableSeq()); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(woken()); got != c.want {
+			t.Errorf("%s: woke the loops of accounts %s, want %s", c.name, got, c.want)
+		}
+	}
+}

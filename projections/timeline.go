@@ -84,6 +84,22 @@ func (p *Projections) AccountSeqsBetween(dst []uint64, account string, after, to
 	return dst, total
 }
 
+// AccountsWithRecords appends to has, for each of accounts, whether it has
+// a record above after and at most to.
+func (p *Projections) AccountsWithRecords(has []bool, accounts []string, after, to uint64) []bool {
+	p.View(func(s *State) {
+		for _, acc := range accounts {
+			found := false
+			if t := s.tenants[acc]; t != nil {
+				i := t.events.search(after + 1)
+				found = i < t.events.len() && t.events.at(i) <= to
+			}
+			has = append(has, found)
+		}
+	})
+	return has
+}
+
 // AccountSeqAt returns the seq of account's last record at or before at,
 // found by a binary search over its records' times (about 20 reads for
 // millions of records); 0 when there is none.
