@@ -266,13 +266,7 @@ func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
 	in := interned{}
 	expect := from
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := decodeRecord(it.Value(), &rec, in); err != nil {
-			return fmt.Errorf("seq %d: %w", expect, err)
-		}
-		if rec.Seq != expect {
-			return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, expect, rec.Seq)
-		}
-		if err := fn(&rec); err != nil {
+		if err := pass(it.Value(), expect, &rec, in, fn); err != nil {
 			return err
 		}
 		expect++
@@ -315,17 +309,23 @@ func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
 			}
 			return fmt.Errorf("%w: seq %d is missing below the durable head", ErrCorrupt, seq)
 		}
-		if err := decodeRecord(it.Value(), &rec, in); err != nil {
-			return fmt.Errorf("seq %d: %w", seq, err)
-		}
-		if rec.Seq != seq {
-			return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, seq, rec.Seq)
-		}
-		if err := fn(&rec); err != nil {
+		if err := pass(it.Value(), seq, &rec, in, fn); err != nil {
 			return err
 		}
 	}
 	return it.Error()
+}
+
+// pass decodes value, which must be seq's record, into rec and calls fn
+// with it.
+func pass(value []byte, seq uint64, rec *Record, in interned, fn func(rec *Record) error) error {
+	if err := decodeRecord(value, rec, in); err != nil {
+		return fmt.Errorf("seq %d: %w", seq, err)
+	}
+	if rec.Seq != seq {
+		return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, seq, rec.Seq)
+	}
+	return fn(rec)
 }
 
 // Follow calls fn for every durable record from seq from on, waiting for new
