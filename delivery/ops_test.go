@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -786,6 +787,67 @@ func TestStateOfAWebhookDeletedWhileNoDispatcherRanIsDroppedAtStart(t *testing.T
 	waitFor(t, "the deleted webhook's delivery state dropped", func() bool { return keys(gone.ID) == 0 })
 	if keys(paused.ID) == 0 {
 		t.Error("the disabled webhook's delivery state was dropped too")
+	}
+}
+
+// writeHolder holds every write's fsync wait until release closes, and
+// counts the writes started.
+type writeHolder struct {
+	stateWriter
+	release <-chan struct{}
+	started *atomic.Int64
+}
+
+func (h writeHolder) StartWriteSync(puts []eventlog.Put, delFrom, delTo []byte) func() error {
+	h.started.Add(1)
+	synced := h.stateWriter.StartWriteSync(puts, delFrom, delTo)
+	return func() error {
+		<-h.release
+		return synced()
+	}
+}
+
+// blockedIn reports whether a goroutine waits in state (a channel
+// receive, say) with fn on its stack.
+func blockedIn(fn, state string) bool {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "["+state) && strings.Contains(g, fn+"(") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestALoopCancelledWhileWaitingForAWriteSlotStartsNoWrite deletes a
+// webhook whose loop waits for a write slot (two writes of new deliveries
+// syncing, a third step ready): once the writes return, the loop ends
+// without starting the third.
+func TestALoopCancelledWhileWaitingForAWriteSlotStartsNoWrite(t *testing.T) {
+	w := openWorld(t, "")
+	wh := w.register(newReceiver(t, nil).URL, "contact.created")
+	w.sessions(t, w.newAgent(), 0, (maxWritesInFlight+1)*maxCollect) // a step of new deliveries more than the slots
+	release := make(chan struct{})
+	var started atomic.Int64
+	w.startWith(testConfig(), nil, func(dp *Dispatcher) {
+		dp.store.w = writeHolder{stateWriter: dp.store.w, release: release, started: &started}
+	})
+	waitFor(t, "the loop waiting for a write slot", func() bool {
+		return started.Load() == maxWritesInFlight && blockedIn("demosvc/delivery.(*loop).start", "chan receive")
+	})
+	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loop cancelled", func() bool { return !w.hasLoop(wh.ID) })
+	close(release)
+	waitFor(t, "the deleted webhook's state dropped", func() bool {
+		n := 0
+		_ = w.store.Scan(webhookPrefix(wh.ID), func(_, _ []byte) error { n++; return nil })
+		return n == 0
+	})
+	if n := started.Load(); n != maxWritesInFlight {
+		t.Errorf("%d writes started, want %d: the cancelled loop started one after it waited", n, maxWritesInFlight)
 	}
 }
 
