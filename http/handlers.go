@@ -180,7 +180,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 	case json.RawMessage:
 		// Built by the projections' own encoders, which their tests hold
 		// to encoding/json's output: written as is, not compacted again.
-		w.Header().Set("Content-Type", "application/json")
+		w.Header()["Content-Type"] = jsonContentType
 		w.WriteHeader(status)
 		w.Write(v)
 		w.Write(newline)
@@ -190,6 +190,11 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 }
 
 var newline = []byte{'\n'}
+
+// jsonContentType is the Content-Type of a JSON answer, set in the header
+// map directly: Header.Set canonicalizes the name and allocates the value.
+// net/http only reads it.
+var jsonContentType = []string{"application/json"}
 
 // decodeBody decodes the JSON body into v and returns its bytes; on failure
 // it has answered.
@@ -232,7 +237,7 @@ func setNextLink(w http.ResponseWriter, r *http.Request, q listQuery, lastID str
 
 // writeRawJSON writes a body that is already JSON.
 func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
 }

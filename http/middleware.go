@@ -104,7 +104,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = f.reqIDs.New(start)
 	}
-	w.Header().Set(headerRequestID, id)
+	w.Header()[headerRequestID] = []string{id} // canonical already: Set would check it again
 	ex := &exchange{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
 	defer func() {
 		if p := recover(); p != nil {
@@ -119,8 +119,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))
 			}
 		}
-		end := time.Now()
-		elapsed := end.Sub(start)
+		// One monotonic reading: time.Now would read the wall clock as
+		// well, a second vDSO call.
+		elapsed := time.Since(start)
+		end := start.Add(elapsed)
 		f.metrics.observe(ex.route, r.Method, ex.status, elapsed)
 		if ex.status < 500 && !f.access.on {
 			return
@@ -186,11 +188,17 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 
 // authenticate checks the Authorization header.
 func (s *Server) authenticate(r *http.Request) (projections.Principal, error) {
-	if len(r.Header.Values("Authorization")) > 1 {
+	// Indexed by its canonical name, as net/http stores it: Get and
+	// Values canonicalize the name on every call.
+	hs := r.Header["Authorization"]
+	if len(hs) > 1 {
 		return projections.Principal{}, apiError(projections.EInvalid, "",
-			"send one Authorization header, not %d", len(r.Header.Values("Authorization")))
+			"send one Authorization header, not %d", len(hs))
 	}
-	h := r.Header.Get("Authorization")
+	h := ""
+	if len(hs) == 1 {
+		h = hs[0]
+	}
 	if h == "" {
 		return projections.Principal{}, apiError(EUnauthorized, "",
 			"missing Authorization header; send Authorization: Bearer <API key>")
