@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"demosvc/config"
@@ -60,6 +62,13 @@ func (c *cli) serve(args []string) int {
 
 // runServer serves until a signal; requests log their line to access.
 func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog) error {
+	// SIGHUP is caught for the whole of serve: it reloads the TLS
+	// certificate, and with TLS off is only logged. Left to its default
+	// it would end the process at once, without the shutdown SIGTERM
+	// gets, and `systemctl reload` sends it.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
 	if err != nil {
 		return errors.New(openError(cfg.DataDir, err))
@@ -121,14 +130,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
+	var cert *certificate
 	if cfg.TLS.CertFile != "" {
-		cert, err := loadCertificate(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		cert, err = loadCertificate(cfg.TLS.CertFile, cfg.TLS.KeyFile)
 		if err != nil {
 			apiLn.Close()
 			return err
 		}
 		apiSrv.TLSConfig = cert.tlsConfig()
-		cert.reloadOnHangup(logger, stopping)
 		go func() { errc <- apiSrv.ServeTLS(apiLn, "", "") }()
 	} else {
 		// net/http's own plain-text answers (431, 400, …) become JSON
@@ -136,6 +145,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		// wrapper would see only ciphertext.
 		go func() { errc <- apiSrv.Serve(demohttp.JSONErrorListener(apiLn)) }()
 	}
+	go onHangup(logger, hangups, stopping, cert)
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
 
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))

@@ -153,3 +153,48 @@ func TestServeRefusesToStartWithoutItsCertificate(t *testing.T) {
 		t.Errorf("serve with a missing certificate = exit %d, %q; want exit 1 naming the file", code, stderr.String())
 	}
 }
+
+// systemctl reload sends SIGHUP whether or not TLS is on: without a
+// certificate to reload, serve says so and goes on serving, where the
+// signal's default would end it without a shutdown.
+func TestServeWithoutTLSGoesOnServingAfterSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"DEMOSVC_DATA_DIR": dir, "DEMOSVC_LISTEN": "127.0.0.1:0"}
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, io.Discard, stderr)
+	}()
+	url := ""
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling interval
+		var ok bool
+		if url, ok = serverReady(dir); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve not ready after a minute")
+		}
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "SIGHUP: nothing to reload"); time.Sleep(10 * time.Millisecond) { // polling interval
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never logged the SIGHUP; it logged:\n%s", stderr)
+		}
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatalf("after SIGHUP: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after SIGHUP /healthz answered %d", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("serve exited %d after its shutdown; it logged:\n%s", code, stderr)
+	}
+}

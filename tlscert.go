@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 )
 
 // certificate serves the TLS certificate of tls.cert_file and
@@ -48,24 +46,23 @@ func (c *certificate) tlsConfig() *tls.Config {
 	}
 }
 
-// reloadOnHangup reloads the certificate at every SIGHUP until stop is
-// closed.
-func (c *certificate) reloadOnHangup(logger *slog.Logger, stop <-chan struct{}) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-hup:
-				if err := c.reload(); err != nil {
-					logger.Error("TLS certificate not reloaded; still serving the previous one", "err", err)
-					continue
-				}
-				logger.Info("TLS certificate reloaded", "cert_file", c.certFile)
-			case <-stop:
-				return
+// onHangup answers every SIGHUP on hup until stop is closed: it reloads
+// cert, or with TLS off (cert nil) says there is nothing to reload.
+func onHangup(logger *slog.Logger, hup <-chan os.Signal, stop <-chan struct{}, cert *certificate) {
+	for {
+		select {
+		case <-hup:
+			if cert == nil {
+				logger.Info("SIGHUP: nothing to reload, tls.cert_file is not set; still serving")
+				continue
 			}
+			if err := cert.reload(); err != nil {
+				logger.Error("TLS certificate not reloaded; still serving the previous one", "err", err)
+				continue
+			}
+			logger.Info("TLS certificate reloaded", "cert_file", cert.certFile)
+		case <-stop:
+			return
 		}
-	}()
+	}
 }
