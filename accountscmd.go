@@ -23,6 +23,9 @@ func (c *cli) accounts(args []string) int {
 		if !c.parse(fs, args[1:], 0) {
 			return c.usageExit()
 		}
+		if *name == "" {
+			return c.usageError("accounts create", "--name is required")
+		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/accounts",
 			demohttp.AccountInput{Name: *name, Plan: *plan, RateLimitPerMinute: *rpm})
 	case "list":

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,11 +263,11 @@ type localData struct {
 // openLocal opens the data dir; withState also rebuilds the projections,
 // which the log commands do without so that they work on a damaged log.
 //
-// The commands that need the state (accounts, keys) create the data dir
-// when it does not exist yet, so that a self-hoster can set up accounts
-// before the first serve; the log commands do not.
-func openLocal(cfg *config.Config, withState bool) (*localData, error) {
-	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: withState, Logger: quietLogger()})
+// With create, a data dir that does not exist yet is created: the
+// commands that create an account, a key or a user do, so that a
+// self-hoster can set up accounts before the first serve (createsDataDir).
+func openLocal(cfg *config.Config, withState, create bool) (*localData, error) {
+	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: create, Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +307,8 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	}
 	// The log commands and backup work without the state: they must work
 	// on a damaged log, and need not wait for a replay.
-	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log") && !strings.HasPrefix(target, "/admin/backup"))
+	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log") && !strings.HasPrefix(target, "/admin/backup"),
+		createsDataDir(method, target))
 	if err != nil {
 		if errors.Is(err, eventlog.ErrLocked) {
 			return 0, fmt.Errorf("%s, but its admin socket %s does not answer", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
@@ -316,6 +318,14 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	defer d.close()
 	a := &demohttp.Admin{Log: d.log, State: d.state, Config: cfg, DashboardURL: dashboardURL(cfg, cfg.Listen), Clock: newIDs(cfg).Now}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
+}
+
+// createsDataDir reports whether the admin request creates the data dir
+// when it does not exist: accounts, keys and users create do. Any other
+// command on a data dir that does not exist says it holds no store, and
+// leaves nothing behind.
+func createsDataDir(method, target string) bool {
+	return method == http.MethodPost && (target == "/admin/accounts" || target == "/admin/keys" || target == "/admin/users")
 }
 
 // streamOut passes JSON lines through to stdout, except an {"error":…}

@@ -35,7 +35,7 @@ commands:
   log [--from SEQ] [--type T]... [--account ACC_ID] [--follow]
   log verify
   log export [--from SEQ]
-  log import FILE          (FILE "-" reads standard input)
+  log import [--redeliver] FILE     FILE "-" reads standard input
   accounts create --name NAME [--plan starter|pro|enterprise] [--rpm N]
   accounts list
   keys create --account ACC_ID      prints the key once
