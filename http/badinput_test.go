@@ -219,6 +219,17 @@ func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 	l.refuses("GET", "/v1/agents/"+agent+"?%zz=1", "", "", "malformed")
 	l.refuses("GET", "/v1/account?a=1;b=2", "", "", "malformed")
 	l.refuses("POST", "/v1/sessions/"+session+"/progress?%zz", `{"intent_score":5}`, "", "malformed")
+	// And, since none but the lists takes a parameter, any it is given,
+	// naming the first by name; a refused write changes nothing.
+	l.refuses("GET", "/v1/account?foo=1", "", "foo", `unknown query parameter "foo"; GET /v1/account takes no query parameters`)
+	l.refuses("GET", "/v1/sessions/"+session+"?limit=1&expand=agent", "", "expand", "unknown query parameter")
+	l.refuses("POST", "/v1/sessions/"+session+"/progress?intent_score=90", `{"intent_score":5}`, "intent_score", "unknown query parameter")
+	if _, b := l.call("GET", "/v1/sessions/"+session, ""); strings.Contains(string(b), `"intent_score":5`) {
+		t.Errorf("a refused progress changed the session: %s", b)
+	}
+	if code, b := l.call("GET", "/v1/account?", ""); code != http.StatusOK {
+		t.Errorf("GET /v1/account? (an empty query): %d %s", code, b)
+	}
 	// The filters a list takes are given once.
 	l.refuses("GET", "/v1/sessions?status=completed&status=abandoned", "", "status", "once")
 	l.refuses("GET", "/v1/agents?status=active&status=inactive", "", "status", "once")

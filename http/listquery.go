@@ -94,18 +94,32 @@ func accepted(spec listSpec) string {
 	return s
 }
 
-// wellFormedQuery answers 400 for a query string that does not parse,
-// on any route but the lists, rather than letting net/url drop what it
-// cannot read. A list's handler parses its query once, with
-// parseListQuery, which refuses a malformed one with the same answer.
+// wellFormedQuery guards every route but the lists, none of which takes a
+// query parameter: it answers 400 for a query string that does not parse,
+// rather than letting net/url drop what it cannot read, and for any
+// parameter, named, as a list does for one it does not take (a typo is
+// not silently ignored). A list's handler parses its query once, with
+// parseListQuery, which refuses the same way.
 func (s *Server) wellFormedQuery(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery == "" {
 			h(w, r)
 			return
 		}
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		values, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			s.writeError(w, r, malformedQuery(err))
+			return
+		}
+		if len(values) > 0 {
+			// The first in name order, so that one query gets one answer.
+			name := slices.Min(slices.Collect(maps.Keys(values)))
+			if !utf8.ValidString(name) {
+				s.writeError(w, r, apiError(projections.EInvalid, "", "a query parameter name is not valid UTF-8"))
+				return
+			}
+			s.writeError(w, r, apiError(projections.EInvalid, name,
+				"unknown query parameter %q; %s %s takes no query parameters", name, r.Method, r.URL.Path))
 			return
 		}
 		h(w, r)
