@@ -230,6 +230,18 @@ func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 	if code, b := l.call("GET", "/v1/account?", ""); code != http.StatusOK {
 		t.Errorf("GET /v1/account? (an empty query): %d %s", code, b)
 	}
+	// A filter's value is of its kind: an id of the wrong form or an event
+	// that does not exist is refused, naming the filter; a well-formed id
+	// of nothing in the account filters to an empty list.
+	l.refuses("GET", "/v1/sessions?agent_id=bogus", "", "agent_id", `agent_id must be an id agt_…, got "bogus"`)
+	l.refuses("GET", "/v1/sessions?contact_id="+agent, "", "contact_id", "must be an id cnt_")
+	l.refuses("GET", "/v1/webhooks/"+wh+"/deliveries?event=demo.finished", "", "event", `event must be one of contact.created, `)
+	if code, b := l.call("GET", "/v1/sessions?agent_id=agt_01m80s8vkm2e8k3np7nbv61qm2", ""); code != http.StatusOK || string(b) != "{\"data\":[]}\n" {
+		t.Errorf("sessions of an agent that does not exist: %d %s, want 200 and an empty list", code, b)
+	}
+	if code, b := l.call("GET", "/v1/sessions?agent_id=agt_"+strings.ToUpper(agent[len("agt_"):]), ""); code != http.StatusOK || !strings.Contains(string(b), session) {
+		t.Errorf("sessions of the agent, its id's ULID in capitals: %d %s, want 200 and its session", code, b)
+	}
 	// The filters a list takes are given once.
 	l.refuses("GET", "/v1/sessions?status=completed&status=abandoned", "", "status", "once")
 	l.refuses("GET", "/v1/agents?status=active&status=inactive", "", "status", "once")

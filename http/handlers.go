@@ -117,6 +117,17 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := projections.SessionFilter{AgentID: q.Filters["agent_id"], ContactID: q.Filters["contact_id"], Status: q.Filters["status"]}
+	// An id of the wrong form is a mistake, told as one; a well-formed id
+	// of no agent or contact of the account filters to an empty list.
+	for _, id := range []struct{ param, prefix, value string }{
+		{"agent_id", projections.PrefixAgent, f.AgentID}, {"contact_id", projections.PrefixContact, f.ContactID}} {
+		if _, given := q.Filters[id.param]; given {
+			if _, ok := projections.ParseID(id.prefix, id.value); !ok {
+				s.writeError(w, r, apiError(projections.EInvalid, id.param, "%s must be an id %s…, got %q", id.param, id.prefix, id.value))
+				return
+			}
+		}
+	}
 	buf := pageBuffers.Get().(*[]byte)
 	defer putPageBuffer(buf)
 	body, lastID, more, err := s.deps.State.SessionsJSON((*buf)[:0], principal(w).Account.ID, f, q.ListQuery)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"demosvc/delivery"
@@ -256,6 +258,9 @@ func deliveryFilter(q listQuery) (delivery.Filter, error) {
 	case "", delivery.StatusPending, delivery.StatusSucceeded, delivery.StatusFailed:
 	default:
 		return f, apiError(projections.EInvalid, "status", "status must be pending, succeeded or failed")
+	}
+	if events := append(projections.WebhookEventNames(), "webhook.test"); f.Event != "" && !slices.Contains(events, f.Event) {
+		return f, apiError(projections.EInvalid, "event", "event must be one of %s, got %q", strings.Join(events, ", "), f.Event)
 	}
 	for _, p := range []struct {
 		name string
