@@ -26,10 +26,13 @@ func newDashboard(cfg *config.Config, state *projections.Projections, logger *sl
 }
 
 // dashboardURL is the base of printed dashboard links: dashboard.public_url,
-// or the address serve listens on.
+// or the address serve listens on, over HTTPS when serve answers it.
 func dashboardURL(cfg *config.Config, listenAddr string) string {
 	if cfg.Dashboard.PublicURL != "" {
 		return strings.TrimSuffix(cfg.Dashboard.PublicURL, "/")
+	}
+	if cfg.TLS.CertFile != "" {
+		return "https://" + listenAddr
 	}
 	return "http://" + listenAddr
 }

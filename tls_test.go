@@ -69,8 +69,9 @@ func TestServeAnswersHTTPSAndReloadsTheCertificateOnSIGHUP(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
+	stdout := &syncBuffer{}
 	go func() {
-		done <- run(ctx, []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, io.Discard, io.Discard)
+		done <- run(ctx, []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, stdout, io.Discard)
 	}()
 	defer func() {
 		cancel()
@@ -124,6 +125,12 @@ func TestServeAnswersHTTPSAndReloadsTheCertificateOnSIGHUP(t *testing.T) {
 	}
 	if resp, err := http.Get("http://" + info.Listen + "/healthz"); err == nil && resp.StatusCode == 200 {
 		t.Error("plain HTTP was answered on the TLS address")
+	}
+	// The first start prints the dashboard's setup link, to HTTPS.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stdout.String(), "\nhttps://"+info.Listen+"/"); time.Sleep(10 * time.Millisecond) { // polling interval
+		if strings.Contains(stdout.String(), "\nhttp://") || time.Now().After(deadline) {
+			t.Fatalf("no setup link to https://%s/…; serve printed:\n%s", info.Listen, stdout)
+		}
 	}
 
 	second := writeCert(t, certFile, keyFile, 2)
