@@ -38,6 +38,13 @@ type serveInfo struct {
 // down in order: stop accepting, finish requests in flight, stop the log,
 // close Pebble.
 func (c *cli) serve(args []string) int {
+	// SIGHUP is caught for the whole of serve: it reloads the TLS
+	// certificate, and with TLS off is only logged. Left to its default
+	// it would end the process at once, without the shutdown SIGTERM
+	// gets, and `systemctl reload` sends it.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
 	fs, cf := c.flagSet("serve")
 	fs.StringVar(&cf.listen, "listen", "", "`address` to listen on (default 127.0.0.1:8080)")
 	if !c.parse(fs, args, 0) {
@@ -54,21 +61,15 @@ func (c *cli) serve(args []string) int {
 		defer stop()
 	}
 	access := demohttp.NewAccessLog(sink.Batched(), cfg.Log.Format, logLevel(cfg))
-	if err := c.runServer(cfg, logger, access); err != nil {
+	if err := c.runServer(cfg, logger, access, hangups); err != nil {
 		return c.fail(cf, "%v", err)
 	}
 	return exitOK
 }
 
-// runServer serves until a signal; requests log their line to access.
-func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog) error {
-	// SIGHUP is caught for the whole of serve: it reloads the TLS
-	// certificate, and with TLS off is only logged. Left to its default
-	// it would end the process at once, without the shutdown SIGTERM
-	// gets, and `systemctl reload` sends it.
-	hangups := make(chan os.Signal, 1)
-	signal.Notify(hangups, syscall.SIGHUP)
-	defer signal.Stop(hangups)
+// runServer serves until a signal; requests log their line to access; it
+// answers the SIGHUPs on hangups until it returns.
+func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog, hangups <-chan os.Signal) error {
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
 	if err != nil {
 		return errors.New(openError(cfg.DataDir, err))
@@ -145,7 +146,9 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		// wrapper would see only ciphertext.
 		go func() { errc <- apiSrv.Serve(demohttp.JSONErrorListener(apiLn)) }()
 	}
-	go onHangup(logger, hangups, stopping, cert)
+	hangupsDone := make(chan struct{})
+	defer close(hangupsDone)
+	go onHangup(logger, hangups, hangupsDone, cert)
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
 
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
