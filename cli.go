@@ -263,9 +263,9 @@ type localData struct {
 // openLocal opens the data dir; withState also rebuilds the projections,
 // which the log commands do without so that they work on a damaged log.
 //
-// With create, a data dir that does not exist yet is created: the
-// commands that create an account, a key or a user do, so that a
-// self-hoster can set up accounts before the first serve (createsDataDir).
+// With create, a data dir that does not exist yet is created: accounts
+// create does, so that a self-hoster can set up accounts before the first
+// serve (createsDataDir).
 func openLocal(cfg *config.Config, withState, create bool) (*localData, error) {
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: create, Logger: quietLogger()})
 	if err != nil {
@@ -321,11 +321,12 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 }
 
 // createsDataDir reports whether the admin request creates the data dir
-// when it does not exist: accounts, keys and users create do. Any other
+// when it does not exist: only accounts create does, the first thing a new
+// data dir can take (a key or a user needs an account). Any other admin
 // command on a data dir that does not exist says it holds no store, and
-// leaves nothing behind.
+// leaves nothing behind: a mistyped --data is not a new, empty store.
 func createsDataDir(method, target string) bool {
-	return method == http.MethodPost && (target == "/admin/accounts" || target == "/admin/keys" || target == "/admin/users")
+	return method == http.MethodPost && target == "/admin/accounts"
 }
 
 // streamOut passes JSON lines through to stdout, except an {"error":…}
