@@ -236,6 +236,13 @@ func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 	l.refuses("GET", "/v1/sessions?agent_id=bogus", "", "agent_id", `agent_id must be an id agt_…, got "bogus"`)
 	l.refuses("GET", "/v1/sessions?contact_id="+agent, "", "contact_id", "must be an id cnt_")
 	l.refuses("GET", "/v1/webhooks/"+wh+"/deliveries?event=demo.finished", "", "event", `event must be one of contact.created, `)
+	// A filter given empty would filter by nothing: refused, as leaving it
+	// out lists without it.
+	for _, q := range []string{"/v1/sessions?status=", "/v1/sessions?agent_id=", "/v1/agents?status=", "/v1/contacts?email=",
+		"/v1/webhooks/" + wh + "/deliveries?event=", "/v1/webhooks/" + wh + "/deliveries?status=&limit=5"} {
+		param := q[strings.IndexByte(q, '?')+1 : strings.IndexByte(q, '=')]
+		l.refuses("GET", q, "", param, param+" must not be empty")
+	}
 	if code, b := l.call("GET", "/v1/sessions?agent_id=agt_01m80s8vkm2e8k3np7nbv61qm2", ""); code != http.StatusOK || string(b) != "{\"data\":[]}\n" {
 		t.Errorf("sessions of an agent that does not exist: %d %s, want 200 and an empty list", code, b)
 	}

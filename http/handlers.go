@@ -159,12 +159,7 @@ func (s *Server) handleListContacts(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	email, filtered := q.Filters["email"]
-	if filtered && email == "" {
-		s.writeError(w, r, apiError(projections.EInvalid, "email", "email must not be empty; leave it out to list every contact"))
-		return
-	}
-	page, err := s.deps.State.Contacts(principal(w).Account.ID, q.ListQuery, email)
+	page, err := s.deps.State.Contacts(principal(w).Account.ID, q.ListQuery, q.Filters["email"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -42,8 +42,8 @@ func (w *discardWriter) WriteHeader(int)             {}
 
 // BenchmarkGetSessionInProcess measures what demosvc's own code costs a
 // GET /v1/sessions/{id} (access line, metrics, request id, router,
-// authentication, rendering), served as serve configures it but with no
-// network, against a bare handler writing the same bytes: the part of
+// authentication, rendering), with serve's access line (text, at info)
+// but no network, against a bare handler writing the same bytes: the part of
 // the black-box gap (.ci/compare-reads) that is the stack's own code.
 func BenchmarkGetSessionInProcess(b *testing.B) {
 	ts := newTestServerTB(b, nil)

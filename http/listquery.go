@@ -37,8 +37,9 @@ type listQuery struct {
 // every list reads it. It refuses, naming the parameter: a query string
 // that does not parse (a bad %-escape, a ';' separator), a name or value
 // that is not UTF-8, a parameter given twice, a name the list does not
-// take, a limit that is not a plain integer from 1 to maxLimit, and a
-// starting_after that is not an id of the list's kind (given in canonical
+// take, a filter given empty (left out, it filters nothing; given, it
+// would filter by nothing), a limit that is not a plain integer from 1 to
+// maxLimit, and a starting_after that is not an id of the list's kind (given in canonical
 // lowercase form after this). Nothing of a refused query is used. With
 // more than one fault, the parameter first in name order is the one
 // named, so that one query always gets one answer.
@@ -79,6 +80,9 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 			}
 			q.StartingAfter = projections.FormatID(spec.idPrefix, id)
 		default:
+			if v == "" {
+				return q, apiError(projections.EInvalid, name, "%s must not be empty; leave it out to list without it", name)
+			}
 			q.Filters[name] = v
 		}
 	}
