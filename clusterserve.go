@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -36,14 +40,33 @@ func openCluster(ctx context.Context, cfg *config.Config, logger *slog.Logger) (
 		if err != nil {
 			return nil, err
 		}
+		routePassword, err := clusterSecret(cfg, "nats routes")
+		if err != nil {
+			return nil, err
+		}
 		ncfg.Server = &natslog.ServerConfig{Cluster: cfg.Cluster.Name, Node: cfg.Cluster.NodeName,
 			Listen: cfg.Cluster.Listen, Routes: routes, ClientListen: cfg.Cluster.ClientListen,
+			ClientToken: cfg.Cluster.ClientToken, RoutePassword: routePassword,
 			DataDir: cfg.DataDir, RouteTLS: tlsCfg, Logger: logger}
 	}
 	logger.Info("joining the cluster", "cluster", cfg.Cluster.Name, "node", cfg.Cluster.NodeName,
 		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", cfg.Cluster.NATSURL,
 		"tls", tlsCfg != nil)
 	return natslog.Open(ctx, ncfg)
+}
+
+// clusterSecret derives a secret the nodes of a cluster share, for one
+// purpose, from secrets.master_key, which a cluster requires and every
+// node has: HMAC-SHA256 of the purpose under the key, base64url. Nothing
+// outside the cluster can compute it; nothing in it needs configuring.
+func clusterSecret(cfg *config.Config, purpose string) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(cfg.Secrets.MasterKey)
+	if err != nil || len(key) != eventlog.MasterKeySize {
+		return "", errors.New("cluster.enabled needs secrets.master_key, the same on every node")
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("demosvc cluster: " + purpose))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), nil
 }
 
 // replicator is node as the log's Replicator, or nil (not a typed nil) on

@@ -92,7 +92,8 @@ type Config struct {
 		NodeName     string        // cluster.node_name: unique per node
 		Listen       string        // cluster.listen: host:port of the NATS route listener
 		Routes       string        // cluster.routes: comma-separated host:port of every node's cluster.listen
-		ClientListen string        // cluster.client_listen: host:port of the NATS client listener
+		ClientListen string        // cluster.client_listen: host:port of the NATS client listener ("" = none)
+		ClientToken  string        // cluster.client_token: what a NATS client there must present
 		NATSURL      string        // cluster.nats_url: an external NATS cluster instead of the embedded server
 		Replicas     int           // cluster.replicas: copies of the log stream
 		LeaseTTL     time.Duration // cluster.lease_ttl

@@ -61,6 +61,7 @@ var samples = map[string]string{
 	"cluster.listen":                  "127.0.0.1:7222",
 	"cluster.routes":                  "127.0.0.1:7222, 127.0.0.1:7223",
 	"cluster.client_listen":           "127.0.0.1:5222",
+	"cluster.client_token":            "a-nats-client-token-of-32-chars-or-more",
 	"cluster.nats_url":                "nats://127.0.0.1:4222",
 	"cluster.replicas":                "3",
 	"cluster.lease_ttl":               "5s",
@@ -147,7 +148,7 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 		"dashboard.enabled": "true", "dashboard.secure_cookies": "false", "dashboard.session_idle": "12h",
 		"dashboard.session_max": "168h", "dashboard.sign_in_per_minute": "10", "dashboard.public_url": "",
 		"cluster.enabled": "false", "cluster.name": "demosvc", "cluster.node_name": "",
-		"cluster.listen": "127.0.0.1:6222", "cluster.routes": "", "cluster.client_listen": "127.0.0.1:4222",
+		"cluster.listen": "127.0.0.1:6222", "cluster.routes": "", "cluster.client_listen": "", "cluster.client_token": "",
 		"cluster.nats_url": "", "cluster.replicas": "3", "cluster.lease_ttl": "10s", "cluster.read_wait": "5s", "cluster.advertise": "",
 		"cluster.tls_cert_file": "", "cluster.tls_key_file": "", "cluster.tls_ca_file": "",
 	}
@@ -532,7 +533,8 @@ func TestValidation(t *testing.T) {
 		{"cluster.node_name", "n2", ok, ""}, {"cluster.node_name", "n 2", bad, ""},
 		{"cluster.listen", "127.0.0.1:6222", ok, ""}, {"cluster.listen", "6222", bad, ""},
 		{"cluster.routes", "127.0.0.1:6222,127.0.0.1:6223", ok, ""}, {"cluster.routes", "127.0.0.1", bad, ""},
-		{"cluster.client_listen", "[::1]:4222", ok, ""}, {"cluster.client_listen", "x", bad, ""},
+		{"cluster.client_listen", "x", bad, ""}, {"cluster.client_listen", "", ok, ""},
+		{"cluster.client_token", strings.Repeat("t", 31), bad, ""}, {"cluster.client_token", strings.Repeat("t", 31) + " x", bad, ""},
 		{"cluster.nats_url", "nats://127.0.0.1:4222,nats://127.0.0.1:4223", ok, ""},
 		{"cluster.nats_url", "http://127.0.0.1:4222", bad, ""},
 		{"cluster.replicas", "1", ok, ""}, {"cluster.replicas", "0", bad, ""}, {"cluster.replicas", "6", bad, ""},
@@ -548,7 +550,7 @@ func TestValidation(t *testing.T) {
 				if err == nil || !strings.HasPrefix(err.Error(), prefix) {
 					t.Fatalf("error = %v, want prefix %q", err, prefix)
 				}
-				if tt.key == "secrets.master_key" && strings.Contains(err.Error(), tt.value) {
+				if (tt.key == "secrets.master_key" || tt.key == "cluster.client_token") && strings.Contains(err.Error(), tt.value) {
 					t.Errorf("error leaks the secret: %v", err)
 				}
 				return
@@ -614,6 +616,11 @@ func TestClusterKeysTogether(t *testing.T) {
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.nats_url": "nats://127.0.0.1:4222"}, ""},
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.routes": "127.0.0.1:6223"}, ""},
 		{map[string]string{"cluster.node_name": "n1"}, ""},
+		// The NATS server carries the whole log: a client listener of it
+		// takes only clients with the token.
+		{map[string]string{"cluster.client_listen": "127.0.0.1:4222"}, "cluster.client_listen and cluster.client_token go together"},
+		{map[string]string{"cluster.client_token": strings.Repeat("t", 32)}, "cluster.client_listen and cluster.client_token go together"},
+		{map[string]string{"cluster.client_listen": "[::1]:4222", "cluster.client_token": strings.Repeat("t", 32)}, ""},
 		// The other nodes forward writes to this one's API: an address
 		// that binds every address does not say where that is.
 		{map[string]string{"cluster.enabled": "true", "cluster.node_name": "n1", "secrets.master_key": key32, "cluster.replicas": "1", "listen": "0.0.0.0:8080"}, "set cluster.advertise"},

@@ -116,8 +116,10 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Cluster.Listen }, func(c *Config) error { return hostPort(c.Cluster.Listen) }},
 	{"cluster.routes", "comma-separated host:port of every node's cluster.listen (this node's may be included)",
 		func(c *Config) any { return &c.Cluster.Routes }, func(c *Config) error { _, err := c.ClusterRoutes(); return err }},
-	{"cluster.client_listen", "host:port the embedded NATS server takes client connections on",
-		func(c *Config) any { return &c.Cluster.ClientListen }, func(c *Config) error { return hostPort(c.Cluster.ClientListen) }},
+	{"cluster.client_listen", "host:port the embedded NATS server takes client connections on, such as the nats CLI's, each with cluster.client_token (empty = none: the node's own connection is in-process)",
+		func(c *Config) any { return &c.Cluster.ClientListen }, func(c *Config) error { return emptyOr(c.Cluster.ClientListen, hostPort) }},
+	{"cluster.client_token", "the token a NATS client must present at cluster.client_listen (at least 32 characters; a secret, never echoed)",
+		func(c *Config) any { return &c.Cluster.ClientToken }, func(c *Config) error { return clientToken(c.Cluster.ClientToken) }},
 	{"cluster.nats_url", "URL(s) of an external NATS cluster to use instead of the embedded server (empty = embedded)",
 		func(c *Config) any { return &c.Cluster.NATSURL }, func(c *Config) error { return emptyOr(c.Cluster.NATSURL, natsURL) }},
 	{"cluster.replicas", "copies of the log stream kept by the NATS cluster (1..5; 3 for three nodes)",
@@ -178,7 +180,6 @@ func Default() *Config {
 	c.Dashboard.SignInPerMinute = 10
 	c.Cluster.Name = "demosvc"
 	c.Cluster.Listen = "127.0.0.1:6222"
-	c.Cluster.ClientListen = "127.0.0.1:4222"
 	c.Cluster.Replicas = 3
 	c.Cluster.LeaseTTL = 10 * time.Second
 	c.Cluster.ReadWait = 5 * time.Second
@@ -284,6 +285,11 @@ func (c *Config) checkTogether() error {
 		if err := c.checkAdvertised(); err != nil {
 			return err
 		}
+	}
+	if (c.Cluster.ClientListen == "") != (c.Cluster.ClientToken == "") {
+		// The NATS server carries the whole log and the leases that say
+		// which node takes writes: no client of it goes unauthenticated.
+		return errors.New("config: cluster.client_listen and cluster.client_token go together: set both or neither")
 	}
 	if c.Cluster.Enabled && c.Cluster.NATSURL == "" && c.Cluster.Replicas > 1 {
 		routes, _ := c.ClusterRoutes()
@@ -439,6 +445,17 @@ func nonEmpty(v string) error {
 func hostPort(v string) error {
 	if _, _, err := net.SplitHostPort(v); err != nil {
 		return fmt.Errorf("must be host:port (got %q)", v)
+	}
+	return nil
+}
+
+// clientToken never echoes the value: it is a secret.
+func clientToken(v string) error {
+	if v != "" && len(v) < 32 {
+		return fmt.Errorf("must be at least 32 characters (got %d): `head -c24 /dev/urandom | base64` makes one", len(v))
+	}
+	if strings.ContainsAny(v, " \t\r\n") {
+		return errors.New("must not contain white space")
 	}
 	return nil
 }

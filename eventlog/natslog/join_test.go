@@ -42,7 +42,7 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 	cfgs := make([]Config, len(names))
 	for i, name := range names {
 		cfgs[i] = Config{Replicas: 3, LeaseTTL: time.Second, Server: &ServerConfig{Cluster: "t", Node: name,
-			Listen: routes[i], Routes: routes, ClientListen: "127.0.0.1:-1", DataDir: t.TempDir()}}
+			Listen: routes[i], Routes: routes, RoutePassword: "route-secret", DataDir: t.TempDir()}}
 	}
 	nodes := make([]*Node, len(names))
 	defer func() {

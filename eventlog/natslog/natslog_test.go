@@ -79,10 +79,19 @@ func newReplica(t *testing.T, ctx context.Context, name string, cfg Config, regi
 func testCluster(t *testing.T, register ...func(*eventlog.Registry)) (context.Context, *replica, *replica) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1", DataDir: t.TempDir()}
+	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
+		ClientToken: testToken, DataDir: t.TempDir()}
 	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second}, register...)
-	b := newReplica(t, ctx, "b", Config{NATSURL: a.node.srv.ClientURL(), Replicas: 1, LeaseTTL: time.Second})
+	b := newReplica(t, ctx, "b", Config{NATSURL: withToken(a.node.srv.ClientURL()), Replicas: 1, LeaseTTL: time.Second})
 	return ctx, a, b
+}
+
+// testToken is the client token of the tests' embedded servers.
+const testToken = "test-token-of-at-least-32-characters"
+
+// withToken is a server's client URL with testToken in it.
+func withToken(clientURL string) string {
+	return strings.Replace(clientURL, "nats://", "nats://"+testToken+"@", 1)
 }
 
 func export(t *testing.T, l *eventlog.Log) []byte {

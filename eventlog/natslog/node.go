@@ -84,10 +84,14 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger}
 	var err error
 	if cfg.Server != nil {
-		if n.srv, err = StartServer(*cfg.Server); err != nil {
+		srvCfg := *cfg.Server
+		if srvCfg.ClientToken == "" {
+			srvCfg.ClientToken = RandomToken() // only this connection will know it
+		}
+		if n.srv, err = StartServer(srvCfg); err != nil {
 			return nil, err
 		}
-		n.nc, err = nats.Connect("", nats.InProcessServer(n.srv), nats.Name("demosvc"), nats.MaxReconnects(-1))
+		n.nc, err = nats.Connect("", nats.InProcessServer(n.srv), nats.Token(srvCfg.ClientToken), nats.Name("demosvc"), nats.MaxReconnects(-1))
 	} else {
 		opts := []nats.Option{nats.Name("demosvc"), nats.MaxReconnects(-1)}
 		if cfg.TLS != nil {

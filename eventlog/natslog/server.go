@@ -8,6 +8,7 @@
 package natslog
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -28,18 +29,37 @@ import (
 // nats-server's JetStream files.
 const ServerDir = "nats"
 
+// RandomToken is a client token no one outside this process knows.
+func RandomToken() string { return rand.Text() }
+
+// RouteUser is the user every route between the nodes' servers
+// authenticates as, with ServerConfig.RoutePassword.
+const RouteUser = "demosvc"
+
 // maxPayload is the largest message the embedded server takes: one entry
 // is one group commit, which may carry many commands.
 const maxPayload = 8 << 20
 
 // ServerConfig describes the embedded nats-server of one node.
 type ServerConfig struct {
-	Cluster      string   // cluster name, the same on every node
-	Node         string   // this node's name, unique in the cluster
-	Listen       string   // host:port the cluster routes listen on
-	Routes       []string // host:port of every node's route listener (this one may be among them)
-	ClientListen string   // host:port for NATS clients (this node's own connection is in-process)
-	DataDir      string   // the node's data dir; JetStream files go under ServerDir in it
+	Cluster string   // cluster name, the same on every node
+	Node    string   // this node's name, unique in the cluster
+	Listen  string   // host:port the cluster routes listen on
+	Routes  []string // host:port of every node's route listener (this one may be among them)
+	// ClientListen, if set, is the host:port of a listener for NATS
+	// clients such as the nats CLI. Empty (the default): a port of
+	// 127.0.0.1 the system picks (nats-server routes only with a client
+	// listener). Every client, this node's own in-process connection too,
+	// must present ClientToken; left empty, it is random, and no client
+	// from outside can present it.
+	ClientListen string
+	ClientToken  string
+	// RoutePassword, if set, is what every route must present (user
+	// RouteUser): a server that does not know it cannot join the cluster,
+	// whether the routes are TLS or not. serve derives it from the master
+	// key, which every node shares.
+	RoutePassword string
+	DataDir       string // the node's data dir; JetStream files go under ServerDir in it
 	// RouteTLS, if set, makes every route mutual TLS (RouteTLS builds it
 	// from cluster.tls_*): a node accepts a route only from a peer whose
 	// certificate chains to the CA, and dials only peers whose certificate
@@ -78,18 +98,16 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster.listen: %w", err)
 	}
-	chost, cport, err := splitHostPort(cfg.ClientListen)
-	if err != nil {
-		return nil, fmt.Errorf("cluster.client_listen: %w", err)
-	}
 	routes := make([]*url.URL, 0, len(cfg.Routes))
 	for _, r := range cfg.Routes {
-		routes = append(routes, &url.URL{Scheme: "nats", Host: r})
+		u := &url.URL{Scheme: "nats", Host: r}
+		if cfg.RoutePassword != "" {
+			u.User = url.UserPassword(RouteUser, cfg.RoutePassword)
+		}
+		routes = append(routes, u)
 	}
 	opts := &server.Options{
 		ServerName:   cfg.Node,
-		Host:         chost,
-		Port:         cport,
 		MaxPayload:   maxPayload,
 		JetStream:    true,
 		StoreDir:     filepath.Join(cfg.DataDir, ServerDir),
@@ -97,10 +115,26 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		SyncInterval: 2 * time.Minute, // what `sync_interval: always` sets beside SyncAlways
 		NoSigs:       true,
 	}
+	// The server carries the whole log and the leases that say which node
+	// takes writes: no client goes unauthenticated.
+	opts.Host, opts.Port, opts.Authorization = "127.0.0.1", server.RANDOM_PORT, cfg.ClientToken
+	if cfg.ClientListen != "" {
+		if cfg.ClientToken == "" {
+			return nil, errors.New("cluster.client_listen needs cluster.client_token: the NATS server carries the whole log and its leases")
+		}
+		if opts.Host, opts.Port, err = splitHostPort(cfg.ClientListen); err != nil {
+			return nil, fmt.Errorf("cluster.client_listen: %w", err)
+		}
+	} else if opts.Authorization == "" {
+		opts.Authorization = RandomToken()
+	}
 	if len(routes) > 0 {
 		// Without routes the server runs JetStream on its own: a cluster
 		// of one (replicas 1), for trying things out; it cannot grow later.
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
+		if cfg.RoutePassword != "" {
+			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.RoutePassword
+		}
 		if cfg.RouteTLS != nil {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = cfg.RouteTLS, 5 // seconds
 		}

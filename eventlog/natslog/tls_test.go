@@ -127,7 +127,7 @@ func TestRoutesUseMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv, err := StartServer(ServerConfig{Cluster: "t", Node: node, Listen: listen, Routes: routes,
-			ClientListen: "127.0.0.1:-1", DataDir: filepath.Join(dir, node), RouteTLS: rt, Logger: slog.New(logs)})
+			DataDir: filepath.Join(dir, node), RouteTLS: rt, Logger: slog.New(logs)})
 		if err != nil {
 			t.Fatal(err)
 		}
