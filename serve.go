@@ -230,8 +230,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		if cfg.TLS.CertFile != "" {
 			scheme = "https"
 		}
+		secret, err := clusterSecret(cfg, "forwarded writes")
+		if err != nil {
+			apiSrv.Close()
+			return err
+		}
 		cluster = &demohttp.ClusterOptions{Node: node, Log: log, NodeName: cfg.Cluster.NodeName,
-			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, ForwardTimeout: cfg.HTTP.WriteTimeout / 2, Logger: logger}
+			Scheme: scheme, ReadWait: cfg.Cluster.ReadWait, ForwardTimeout: cfg.HTTP.WriteTimeout / 2, Logger: logger,
+			Secret: []byte(secret)}
 	}
 	api := demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, AccessLog: access, Metrics: metrics,
 		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,

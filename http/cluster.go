@@ -2,8 +2,11 @@ package http
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net"
@@ -72,6 +75,39 @@ type ClusterOptions struct {
 	// RootCAs verify a writer that answers HTTPS; nil: the system's.
 	RootCAs *x509.CertPool
 	Logger  *slog.Logger
+	// Secret, the same on every node (serve derives it from the master
+	// key), signs the marker of a forwarded write (forwardMark), so that
+	// a client cannot pass its request off as forwarded.
+	Secret []byte
+}
+
+// forwardMark is the X-Demosvc-Forwarded-By value with which node forwards
+// the write r carrying request id: its name and a MAC, under the nodes'
+// secret, of what identifies the write.
+func forwardMark(secret []byte, node, id string, r *http.Request) string {
+	return node + " " + forwardMAC(secret, node, id, r)
+}
+
+func forwardMAC(secret []byte, node, id string, r *http.Request) string {
+	mac := hmac.New(sha256.New, secret)
+	for _, part := range []string{node, id, r.Method, r.URL.RequestURI()} {
+		mac.Write([]byte(part))
+		mac.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// forwardedByANode reports whether r carries the mark of a node that
+// forwarded it: a marker a client sent itself, without the nodes' secret,
+// is not one, and r is then served as the client's own request.
+func forwardedByANode(secret []byte, r *http.Request) bool {
+	v := r.Header.Get(headerForwarded)
+	node, mac, ok := strings.Cut(v, " ")
+	if !ok || len(secret) == 0 {
+		return false
+	}
+	want := forwardMAC(secret, node, r.Header.Get(headerRequestID), r)
+	return hmac.Equal([]byte(mac), []byte(want))
 }
 
 // newClusterHandler puts the cluster's routing in front of api; the
@@ -109,7 +145,7 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 				}
 				r.Out.Header.Add("Forwarded", `for="`+forwardedNode(peer)+`"`)
 			}
-			r.Out.Header.Set(headerForwarded, o.NodeName)
+			r.Out.Header.Set(headerForwarded, forwardMark(o.Secret, o.NodeName, to.requestID, r.In))
 			// This node's server answered the client's Expect already, as
 			// the proxy read the body: the writer's 100 Continue, relayed,
 			// would be taken for the answer's status.
@@ -172,7 +208,7 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			return
 		}
 		addr := o.Node.WriterAddr()
-		if addr == "" || r.Header.Get(headerForwarded) != "" {
+		if addr == "" || forwardedByANode(o.Secret, r) {
 			// No writer now, or one that just stopped being it: forwarding
 			// again could loop.
 			setRoute(w, routeCluster)

@@ -44,6 +44,10 @@ func (n *node) Lag() uint64      { return 0 }
 func (n *node) Joined() error    { return nil }
 func (n *node) Following() error { return nil }
 
+// testNodesSecret is the secret the test nodes share (serve derives it
+// from the master key).
+var testNodesSecret = []byte("the nodes' secret")
+
 // clusterNode is a server of ts's state on a cluster node, with its own
 // log lines and metrics.
 func clusterNode(t *testing.T, ts *testServer, name string, n *node) (*httptest.Server, *syncBuffer) {
@@ -52,7 +56,7 @@ func clusterNode(t *testing.T, ts *testServer, name string, n *node) (*httptest.
 	d.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	d.AccessLog, d.Metrics, d.Health = nil, nil, nil
 	d.Cluster = &ClusterOptions{Node: n, Log: ts.deps.Log, NodeName: name, Scheme: "http", ReadWait: time.Second,
-		ForwardTimeout: 5 * time.Second, Logger: d.Logger}
+		ForwardTimeout: 5 * time.Second, Logger: d.Logger, Secret: testNodesSecret}
 	srv := httptest.NewServer(NewServer(d))
 	t.Cleanup(srv.Close)
 	return srv, logs
@@ -153,18 +157,36 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 		}
 	}
 
-	// Sent by a client itself, an id not of the form this service makes
-	// is replaced.
-	req, _ := http.NewRequest("GET", writer.URL+"/healthz", nil)
-	req.Header.Set(headerForwarded, "n9")
-	req.Header.Set(headerRequestID, "req_forged id")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Sent by a client itself, the marker of a forwarded write, without
+	// the nodes' secret, is not one: the writer gives the write an id of
+	// its own, whatever the id sent, and a follower forwards it rather
+	// than answering 503 as to a write forwarded to a node that is no
+	// longer the writer.
+	n.addr.Store(&addr)
+	for _, mark := range []string{"n9", "n9 " + strings.Repeat("A", 43)} {
+		for _, forged := range []string{"req_forged id", "req_01m8drnds63yx8fa3nv8000002"} {
+			req, _ := http.NewRequest("POST", writer.URL+"/v1/agents", strings.NewReader(`{"name":"F","sandbox_url":"https://s.example.com"}`))
+			req.Header.Set("Authorization", "Bearer "+ts.key)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(headerForwarded, mark)
+			req.Header.Set(headerRequestID, forged)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get(headerRequestID); resp.StatusCode != http.StatusCreated || got == forged || !strings.HasPrefix(got, "req_") {
+				t.Errorf("to the writer, marker %q and id %q: %d, answered with id %q; want 201 and an id of its own", mark, forged, resp.StatusCode, got)
+			}
+		}
+		resp := do("POST", "/v1/agents", ts.key, headerForwarded, mark)
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("to a follower, marker %q: %d, want 201 (forwarded)", mark, resp.StatusCode)
+		}
 	}
-	resp.Body.Close()
-	if got := resp.Header.Get(headerRequestID); got == "req_forged id" || !strings.HasPrefix(got, "req_") {
-		t.Errorf("a forged request id: answered with %q", got)
+	// A refused write carries no X-Seq, which a follower would wait for.
+	if resp := do("POST", "/v1/agents", "sk_live_bad"); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get(HeaderSeq) != "" {
+		t.Errorf("a write with a bad key through a follower: %d, X-Seq %q; want 401 and none", resp.StatusCode, resp.Header.Get(HeaderSeq))
 	}
 }
 
@@ -172,7 +194,7 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 func forwardingTo(ts *testServer, addr, scheme string, roots *x509.CertPool) http.Handler {
 	return newClusterHandler(http.NotFoundHandler(), ClusterOptions{Node: follower{addr: addr}, Log: ts.deps.Log,
 		NodeName: "n2", Scheme: scheme, ReadWait: time.Second, ForwardTimeout: time.Second, RootCAs: roots,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler), Secret: testNodesSecret})
 }
 
 // A write forwarded by a follower keeps its client's address: the writer,

@@ -40,7 +40,9 @@ func (e *exchange) WriteHeader(status int) {
 	}
 	if !e.wrote {
 		e.status, e.wrote = status, true
-		if e.seqs != nil {
+		if e.seqs != nil && status < 400 {
+			// A refused write made nothing to wait for: a follower that
+			// forwarded it answers at once (a 401 is not held).
 			e.Header().Set(HeaderSeq, strconv.FormatUint(e.seqs.DurableSeq(), 10))
 		}
 	}
@@ -84,11 +86,12 @@ type front struct {
 	access  *AccessLog   // the line of every other request
 	metrics *Metrics
 	reqIDs  *requestIDs
-	// forwarded, on a cluster node, takes the request id of a write
-	// another node forwarded (forwardedRequestID).
-	forwarded bool
-	proxies   proxies // whose forwarding headers name the client in the log line
-	next      http.Handler
+	// forwardSecret, on a cluster node, is the nodes' secret with which
+	// front takes the request id of a write another node forwarded
+	// (forwardedRequestID); nil elsewhere.
+	forwardSecret []byte
+	proxies       proxies // whose forwarding headers name the client in the log line
+	next          http.Handler
 }
 
 func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted proxies, next http.Handler) *front {
@@ -98,8 +101,8 @@ func newFront(logger *slog.Logger, access *AccessLog, metrics *Metrics, trusted 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := ""
-	if f.forwarded {
-		id = forwardedRequestID(r)
+	if f.forwardSecret != nil {
+		id = forwardedRequestID(r, f.forwardSecret)
 	}
 	if id == "" {
 		id = f.reqIDs.New(start)

@@ -43,12 +43,12 @@ func (r *requestIDs) New(t time.Time) string {
 }
 
 // forwardedRequestID is the request id a cluster node forwarding r gave
-// it, if r is a forwarded write that carries one in the form New makes;
-// "" otherwise. A client that sends both headers itself to the writer
-// only names its own write, in the form of an id, and the writer does
-// not forward it; a read keeps an id of this node's.
-func forwardedRequestID(r *http.Request) string {
-	if r.Header[headerForwarded] == nil || !isWrite(r.Method) {
+// it, if r is a write forwarded by a node (its marker signed with the
+// nodes' secret) that carries one in the form New makes; "" otherwise. A
+// client that sends both headers itself cannot sign the marker: its
+// request gets an id of this node's, as does every read.
+func forwardedRequestID(r *http.Request, secret []byte) string {
+	if r.Header[headerForwarded] == nil || !isWrite(r.Method) || !forwardedByANode(secret, r) {
 		return ""
 	}
 	id := r.Header.Get(headerRequestID)

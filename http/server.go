@@ -89,7 +89,9 @@ func NewServer(d Deps) *Server {
 		next = newClusterHandler(next, *d.Cluster)
 	}
 	s.front = newFront(d.Logger, access, d.Metrics, s.proxies, next)
-	s.front.forwarded = d.Cluster != nil
+	if d.Cluster != nil {
+		s.front.forwardSecret = d.Cluster.Secret
+	}
 	return s
 }
 
