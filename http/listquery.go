@@ -39,8 +39,9 @@ type listQuery struct {
 // that is not UTF-8, a parameter given twice, a name the list does not
 // take, a filter given empty (left out, it filters nothing; given, it
 // would filter by nothing), a limit that is not a plain integer from 1 to
-// maxLimit, and a starting_after that is not an id of the list's kind (given in canonical
-// lowercase form after this). Nothing of a refused query is used. With
+// maxLimit, and a starting_after that is not an id of the list's kind
+// (given in canonical lowercase form after this). Nothing of a refused
+// query is used. With
 // more than one fault, the parameter first in name order is the one
 // named, so that one query always gets one answer.
 func parseListQuery(raw string, spec listSpec) (listQuery, error) {
