@@ -21,6 +21,12 @@ import (
 type proxies struct {
 	prefixes  []netip.Prefix
 	forwarded bool // the chain is in Forwarded, not X-Forwarded-For
+	// fromNode, on a cluster node, reports whether another node forwarded
+	// the request (its signed marker, forwardedByANode): that node is
+	// then trusted as a proxy, whether or not http.trusted_proxies lists
+	// it, so that the client it forwarded for is the one counted and
+	// logged, not the node.
+	fromNode func(*http.Request) bool
 }
 
 func newProxies(c *config.Config) proxies {
@@ -41,7 +47,8 @@ func (p proxies) trusted(a netip.Addr) bool {
 // clientAddr returns the client's address as a string, for limits and
 // logs.
 func (p proxies) clientAddr(r *http.Request) string {
-	if len(p.prefixes) == 0 {
+	viaNode := p.fromNode != nil && p.fromNode(r)
+	if len(p.prefixes) == 0 && !viaNode {
 		// The peer, as net/http formats it: an IPv4 host is already
 		// in its canonical form, and a substring of it costs nothing.
 		if i := strings.LastIndexByte(r.RemoteAddr, ':'); i > 0 && strings.IndexByte(r.RemoteAddr[:i], ':') < 0 {
@@ -57,7 +64,7 @@ func (p proxies) clientAddr(r *http.Request) string {
 		return host
 	}
 	addr := peer.Addr().Unmap()
-	if len(p.prefixes) == 0 || !p.trusted(addr) {
+	if !viaNode && !p.trusted(addr) {
 		return addr.String()
 	}
 	// From the nearest hop back: the first that is not a trusted proxy

@@ -238,6 +238,42 @@ func TestAForwardedWriteKeepsTheClientsAddress(t *testing.T) {
 	}
 }
 
+// With no http.trusted_proxies, a writer still takes the client of a
+// write another node forwarded from the chain that node wrote (its marker
+// is signed): the client is counted and logged, not the node. A client
+// that sends the marker and a chain itself is its own address.
+func TestAWriterTrustsTheNodeThatForwardedAWrite(t *testing.T) {
+	ts := newTestServer(t, nil)
+	var seen atomic.Pointer[string]
+	d := ts.deps
+	d.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a := r.RemoteAddr; seen.Store(&a) })
+	d.Cluster = &ClusterOptions{Node: &node{writer: true}, Log: ts.deps.Log, NodeName: "n1", Scheme: "http",
+		ReadWait: time.Second, ForwardTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler), Secret: testNodesSecret}
+	writer := httptest.NewServer(NewServer(d))
+	defer writer.Close()
+	f := forwardingTo(ts, strings.TrimPrefix(writer.URL, "http://"), "http", nil)
+	r := httptest.NewRequest("POST", "/login", strings.NewReader("email=a%40example.com&password=x"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "198.51.100.9:40000"
+	f.ServeHTTP(httptest.NewRecorder(), r)
+	if got := seen.Load(); got == nil || *got != "198.51.100.9:0" {
+		t.Errorf("the writer's dashboard saw %q, want the client 198.51.100.9", deref(got))
+	}
+	// The same headers sent by a client straight to the writer.
+	req, _ := http.NewRequest("POST", writer.URL+"/login", strings.NewReader("email=a%40example.com&password=x"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set(headerForwarded, "n2 "+strings.Repeat("A", 43))
+	req.Header.Set("X-Forwarded-For", "198.51.100.77")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := seen.Load(); got == nil || *got != "127.0.0.1:0" {
+		t.Errorf("the writer's dashboard saw %q for a client's own marker and chain, want the client's peer 127.0.0.1", deref(got))
+	}
+}
+
 // Over HTTPS a follower verifies the writer's certificate for the address
 // the writer advertises, never for a name a client sends: connections are
 // kept and shared between clients.
@@ -321,4 +357,11 @@ func TestAForwardedWriteToAWriterThatHangsOrIsGoneEnds(t *testing.T) {
 			t.Fatalf("a write forwarded to a writer that %s is still waiting after 30 s (ForwardTimeout 1 s)", name)
 		}
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "(nothing)"
+	}
+	return *s
 }

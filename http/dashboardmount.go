@@ -11,8 +11,9 @@ import (
 // mountDashboard serves every path the router does not know, outside /v1,
 // through the dashboard: /healthz, /readyz, /metrics and /v1 keep their
 // own answers. The dashboard sees as RemoteAddr the client that
-// http.trusted_proxies let the forwarding headers name, for its sign-in
-// limits and its session records.
+// http.trusted_proxies, or on a cluster node the node that forwarded the
+// request, let the forwarding headers name, for its sign-in limits and
+// its session records.
 func mountDashboard(r *httprouter.Router, dashboard http.Handler, trusted proxies) {
 	apiNotFound := r.NotFound
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -21,7 +22,7 @@ func mountDashboard(r *httprouter.Router, dashboard http.Handler, trusted proxie
 			apiNotFound.ServeHTTP(w, req)
 			return
 		}
-		if len(trusted.prefixes) > 0 {
+		if len(trusted.prefixes) > 0 || trusted.fromNode != nil {
 			req = req.Clone(req.Context())
 			req.RemoteAddr = net.JoinHostPort(trusted.clientAddr(req), "0")
 		}

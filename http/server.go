@@ -78,6 +78,12 @@ func NewServer(d Deps) *Server {
 		accounts: NewLimiters(d.Clock, 0),
 		badAuth:  NewLimiters(d.Clock, maxBadAuthClients),
 	}
+	if d.Cluster != nil && len(d.Cluster.Secret) > 0 {
+		secret := d.Cluster.Secret
+		s.proxies.fromNode = func(r *http.Request) bool {
+			return r.Header[headerForwarded] != nil && forwardedByANode(secret, r)
+		}
+	}
 	access := d.AccessLog
 	if access == nil {
 		access = accessLogVia(d.Logger.Handler())
