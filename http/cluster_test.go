@@ -214,9 +214,7 @@ func TestAForwardedWriteKeepsTheClientsAddress(t *testing.T) {
 			defer writer.Close()
 			f := forwardingTo(ts, strings.TrimPrefix(writer.URL, "http://"), "http", nil)
 			// The load balancer at 10.0.0.9 names the client in the header.
-			r := httptest.NewRequest("POST", "/login", strings.NewReader("email=a%40example.com&password=x"))
-			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			r.RemoteAddr = "10.0.0.9:40000"
+			r := signInFrom("10.0.0.9:40000")
 			if header == config.ClientIPForwarded {
 				r.Header.Set("Forwarded", "for=198.51.100.9")
 			} else {
@@ -227,10 +225,7 @@ func TestAForwardedWriteKeepsTheClientsAddress(t *testing.T) {
 				t.Errorf("the writer's dashboard saw %q, want the client 198.51.100.9", seen)
 			}
 			// A client straight to the follower, with no header.
-			r = httptest.NewRequest("POST", "/login", strings.NewReader("email=a%40example.com&password=x"))
-			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			r.RemoteAddr = "[2001:db8::7]:40000"
-			f.ServeHTTP(httptest.NewRecorder(), r)
+			f.ServeHTTP(httptest.NewRecorder(), signInFrom("[2001:db8::7]:40000"))
 			if seen != "[2001:db8::7]:0" {
 				t.Errorf("the writer's dashboard saw %q, want the follower's peer 2001:db8::7", seen)
 			}
@@ -244,20 +239,17 @@ func TestAForwardedWriteKeepsTheClientsAddress(t *testing.T) {
 // that sends the marker and a chain itself is its own address.
 func TestAWriterTrustsTheNodeThatForwardedAWrite(t *testing.T) {
 	ts := newTestServer(t, nil)
-	var seen atomic.Pointer[string]
+	var seen string
 	d := ts.deps
-	d.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a := r.RemoteAddr; seen.Store(&a) })
+	d.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.RemoteAddr })
 	d.Cluster = &ClusterOptions{Node: &node{writer: true}, Log: ts.deps.Log, NodeName: "n1", Scheme: "http",
 		ReadWait: time.Second, ForwardTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler), Secret: testNodesSecret}
 	writer := httptest.NewServer(NewServer(d))
 	defer writer.Close()
 	f := forwardingTo(ts, strings.TrimPrefix(writer.URL, "http://"), "http", nil)
-	r := httptest.NewRequest("POST", "/login", strings.NewReader("email=a%40example.com&password=x"))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	r.RemoteAddr = "198.51.100.9:40000"
-	f.ServeHTTP(httptest.NewRecorder(), r)
-	if got := seen.Load(); got == nil || *got != "198.51.100.9:0" {
-		t.Errorf("the writer's dashboard saw %q, want the client 198.51.100.9", deref(got))
+	f.ServeHTTP(httptest.NewRecorder(), signInFrom("198.51.100.9:40000"))
+	if seen != "198.51.100.9:0" {
+		t.Errorf("the writer's dashboard saw %q, want the client 198.51.100.9", seen)
 	}
 	// The same headers sent by a client straight to the writer.
 	req, _ := http.NewRequest("POST", writer.URL+"/login", strings.NewReader("email=a%40example.com&password=x"))
@@ -269,8 +261,8 @@ func TestAWriterTrustsTheNodeThatForwardedAWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := seen.Load(); got == nil || *got != "127.0.0.1:0" {
-		t.Errorf("the writer's dashboard saw %q for a client's own marker and chain, want the client's peer 127.0.0.1", deref(got))
+	if seen != "127.0.0.1:0" {
+		t.Errorf("the writer's dashboard saw %q for a client's own marker and chain, want the client's peer 127.0.0.1", seen)
 	}
 }
 
@@ -359,9 +351,10 @@ func TestAForwardedWriteToAWriterThatHangsOrIsGoneEnds(t *testing.T) {
 	}
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return "(nothing)"
-	}
-	return *s
+// signInFrom is a dashboard sign-in from remote, as a node receives it.
+func signInFrom(remote string) *http.Request {
+	r := httptest.NewRequest("POST", "/login", strings.NewReader("email=a%40example.com&password=x"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = remote
+	return r
 }
