@@ -50,7 +50,7 @@ func openCluster(ctx context.Context, cfg *config.Config, logger *slog.Logger) (
 			DataDir: cfg.DataDir, RouteTLS: tlsCfg, Logger: logger}
 	}
 	logger.Info("joining the cluster", "cluster", cfg.Cluster.Name, "node", cfg.Cluster.NodeName,
-		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", cfg.Cluster.NATSURL,
+		"listen", cfg.Cluster.Listen, "routes", cfg.Cluster.Routes, "nats_url", config.RedactedURLs(cfg.Cluster.NATSURL),
 		"tls", tlsCfg != nil)
 	return natslog.Open(ctx, ncfg)
 }

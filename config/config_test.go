@@ -647,3 +647,16 @@ func TestClusterKeysTogether(t *testing.T) {
 		}
 	}
 }
+
+// An external NATS URL may carry a password or token: logs and errors
+// leave it out.
+func TestRedactedURLsLeaveOutCredentials(t *testing.T) {
+	got := RedactedURLs("nats://user:s3cret@n1:4222, nats://T0KEN@n2:4222,tls://n3:4222")
+	if strings.Contains(got, "s3cret") || strings.Contains(got, "T0KEN") || !strings.Contains(got, "n1:4222") || !strings.Contains(got, "tls://n3:4222") {
+		t.Errorf("RedactedURLs = %q", got)
+	}
+	_, err := Load(Sources{Flags: map[string]string{"cluster.nats_url": "http://user:s3cret@n1:4222"}})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad nats_url with a password: %v; want an error without it", err)
+	}
+}

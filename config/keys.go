@@ -371,12 +371,27 @@ func natsName(v string) error {
 	return nil
 }
 
+// RedactedURLs is v, comma-separated URLs, with any password or token in
+// them (nats://user:pass@…, nats://TOKEN@…) left out, for logs and errors.
+func RedactedURLs(v string) string {
+	parts := strings.Split(v, ",")
+	for i, s := range parts {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		} else if err != nil && strings.Contains(s, "@") {
+			parts[i] = "xxxxx@" + s[strings.LastIndex(s, "@")+1:]
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // natsURL accepts comma-separated nats:// (or tls://) URLs.
 func natsURL(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		u, err := url.Parse(strings.TrimSpace(s))
 		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-			return fmt.Errorf("must be nats://host:port URLs, comma-separated (got %q)", s)
+			return fmt.Errorf("must be nats://host:port URLs, comma-separated (got %q)", RedactedURLs(s))
 		}
 	}
 	return nil
@@ -452,7 +467,7 @@ func hostPort(v string) error {
 // clientToken never echoes the value: it is a secret.
 func clientToken(v string) error {
 	if v != "" && len(v) < 32 {
-		return fmt.Errorf("must be at least 32 characters (got %d): `head -c24 /dev/urandom | base64` makes one", len(v))
+		return fmt.Errorf("must be at least 32 characters (got %d): `openssl rand -hex 24` makes one", len(v))
 	}
 	if strings.ContainsAny(v, " \t\r\n") {
 		return errors.New("must not contain white space")

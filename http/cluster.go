@@ -82,15 +82,18 @@ type ClusterOptions struct {
 }
 
 // forwardMark is the X-Demosvc-Forwarded-By value with which node forwards
-// the write r carrying request id: its name and a MAC, under the nodes'
-// secret, of what identifies the write.
+// the write r (as it goes out) carrying request id: its name and a MAC,
+// under the nodes' secret, of what identifies the write and of the
+// forwarding chain the writer will trust, so that a mark seen once cannot
+// vouch for another chain.
 func forwardMark(secret []byte, node, id string, r *http.Request) string {
 	return node + " " + forwardMAC(secret, node, id, r)
 }
 
 func forwardMAC(secret []byte, node, id string, r *http.Request) string {
 	mac := hmac.New(sha256.New, secret)
-	for _, part := range []string{node, id, r.Method, r.URL.RequestURI()} {
+	for _, part := range []string{node, id, r.Method, r.URL.RequestURI(),
+		strings.Join(r.Header["X-Forwarded-For"], "\n"), strings.Join(r.Header["Forwarded"], "\n")} {
 		mac.Write([]byte(part))
 		mac.Write([]byte{0})
 	}
@@ -145,7 +148,6 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 				}
 				r.Out.Header.Add("Forwarded", `for="`+forwardedNode(peer)+`"`)
 			}
-			r.Out.Header.Set(headerForwarded, forwardMark(o.Secret, o.NodeName, to.requestID, r.In))
 			// This node's server answered the client's Expect already, as
 			// the proxy read the body: the writer's 100 Continue, relayed,
 			// would be taken for the answer's status.
@@ -154,6 +156,8 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			if to.requestID != "" {
 				r.Out.Header.Set(headerRequestID, to.requestID)
 			}
+			// Last, over the request as the writer will read it.
+			r.Out.Header.Set(headerForwarded, forwardMark(o.Secret, o.NodeName, to.requestID, r.Out))
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The answer has this node's X-Request-Id, which the writer

@@ -358,3 +358,38 @@ func signInFrom(remote string) *http.Request {
 	r.RemoteAddr = remote
 	return r
 }
+
+// A forwarding node's mark vouches for one write and one chain: the same
+// mark on a write with another id, method, target or forwarding chain, or
+// made with another secret, is not a node's.
+func TestAForwardMarkCoversTheWriteAndItsChain(t *testing.T) {
+	signed := func() *http.Request {
+		r := httptest.NewRequest("POST", "/login?next=%2F", nil)
+		r.Header.Set(headerRequestID, "req_01m8drnds63yx8fa3nv8000002")
+		r.Header.Set("X-Forwarded-For", "198.51.100.9")
+		r.Header.Add("Forwarded", `for="198.51.100.9"`)
+		r.Header.Set(headerForwarded, forwardMark(testNodesSecret, "n2", r.Header.Get(headerRequestID), r))
+		return r
+	}
+	if !forwardedByANode(testNodesSecret, signed()) {
+		t.Fatal("a node's own mark is not taken")
+	}
+	for name, change := range map[string]func(r *http.Request){
+		"request id":      func(r *http.Request) { r.Header.Set(headerRequestID, "req_01m8drnds63yx8fa3nv8000003") },
+		"method":          func(r *http.Request) { r.Method = "PUT" },
+		"path":            func(r *http.Request) { r.URL.Path = "/logout" },
+		"query":           func(r *http.Request) { r.URL.RawQuery = "next=%2Fx" },
+		"X-Forwarded-For": func(r *http.Request) { r.Header.Set("X-Forwarded-For", "203.0.113.1") },
+		"Forwarded":       func(r *http.Request) { r.Header.Add("Forwarded", `for="203.0.113.1"`) },
+		"node":            func(r *http.Request) { r.Header.Set(headerForwarded, "n3"+r.Header.Get(headerForwarded)[2:]) },
+	} {
+		r := signed()
+		change(r)
+		if forwardedByANode(testNodesSecret, r) {
+			t.Errorf("a mark taken for a write with another %s", name)
+		}
+	}
+	if forwardedByANode([]byte("another secret"), signed()) || forwardedByANode(nil, signed()) {
+		t.Error("a mark taken under another secret, or none")
+	}
+}

@@ -62,6 +62,11 @@ func TestTheServerTakesNoClientOrRouteWithoutItsSecret(t *testing.T) {
 	t.Cleanup(withClients.Shutdown)
 	refusesClientsWithout(t, withClients.ClientURL(), token)
 
+	// Routes without a password are refused at start.
+	if _, err := StartServer(ServerConfig{Cluster: "t", Node: "d", Listen: "127.0.0.1:-1", Routes: []string{"127.0.0.1:1"},
+		DataDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "routes need a password") {
+		t.Errorf("routes with no password: %v, want a refusal", err)
+	}
 	// A client listener without a token is refused at start.
 	if _, err := StartServer(ServerConfig{Cluster: "t", Node: "c", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
 		DataDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "cluster.client_token") {

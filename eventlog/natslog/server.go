@@ -54,10 +54,10 @@ type ServerConfig struct {
 	// from outside can present it.
 	ClientListen string
 	ClientToken  string
-	// RoutePassword, if set, is what every route must present (user
-	// RouteUser): a server that does not know it cannot join the cluster,
-	// whether the routes are TLS or not. serve derives it from the master
-	// key, which every node shares.
+	// RoutePassword is what every route must present (user RouteUser),
+	// required with Routes: a server that does not know it cannot join
+	// the cluster, whether the routes are TLS or not. serve derives it
+	// from the master key, which every node shares.
 	RoutePassword string
 	DataDir       string // the node's data dir; JetStream files go under ServerDir in it
 	// RouteTLS, if set, makes every route mutual TLS (RouteTLS builds it
@@ -131,10 +131,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if len(routes) > 0 {
 		// Without routes the server runs JetStream on its own: a cluster
 		// of one (replicas 1), for trying things out; it cannot grow later.
-		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
-		if cfg.RoutePassword != "" {
-			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.RoutePassword
+		if cfg.RoutePassword == "" {
+			return nil, errors.New("nats-server: routes need a password: a server that could join without one would read the whole log")
 		}
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port,
+			Username: RouteUser, Password: cfg.RoutePassword}
 		if cfg.RouteTLS != nil {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = cfg.RouteTLS, 5 // seconds
 		}

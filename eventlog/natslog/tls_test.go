@@ -126,7 +126,7 @@ func TestRoutesUseMutualTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := StartServer(ServerConfig{Cluster: "t", Node: node, Listen: listen, Routes: routes,
+		srv, err := StartServer(ServerConfig{Cluster: "t", Node: node, Listen: listen, Routes: routes, RoutePassword: "route-secret",
 			DataDir: filepath.Join(dir, node), RouteTLS: rt, Logger: slog.New(logs)})
 		if err != nil {
 			t.Fatal(err)
