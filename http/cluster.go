@@ -104,8 +104,11 @@ func forwardMAC(secret []byte, node, id string, r *http.Request) string {
 // forwarded it: a marker a client sent itself, without the nodes' secret,
 // is not one, and r is then served as the client's own request.
 func forwardedByANode(secret []byte, r *http.Request) bool {
-	v := r.Header.Get(headerForwarded)
-	node, mac, ok := strings.Cut(v, " ")
+	vs := r.Header[headerForwarded] // most requests carry none: no canonicalizing, no MAC
+	if len(vs) != 1 {
+		return false
+	}
+	node, mac, ok := strings.Cut(vs[0], " ")
 	if !ok || len(secret) == 0 {
 		return false
 	}

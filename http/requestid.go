@@ -48,7 +48,7 @@ func (r *requestIDs) New(t time.Time) string {
 // client that sends both headers itself cannot sign the marker: its
 // request gets an id of this node's, as does every read.
 func forwardedRequestID(r *http.Request, secret []byte) string {
-	if r.Header[headerForwarded] == nil || !isWrite(r.Method) || !forwardedByANode(secret, r) {
+	if !isWrite(r.Method) || !forwardedByANode(secret, r) {
 		return ""
 	}
 	id := r.Header.Get(headerRequestID)

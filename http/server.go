@@ -80,9 +80,7 @@ func NewServer(d Deps) *Server {
 	}
 	if d.Cluster != nil && len(d.Cluster.Secret) > 0 {
 		secret := d.Cluster.Secret
-		s.proxies.fromNode = func(r *http.Request) bool {
-			return r.Header[headerForwarded] != nil && forwardedByANode(secret, r)
-		}
+		s.proxies.fromNode = func(r *http.Request) bool { return forwardedByANode(secret, r) }
 	}
 	access := d.AccessLog
 	if access == nil {
