@@ -206,3 +206,30 @@ func TestVerifyDecodesEveryPayloadItFindsAtStart(t *testing.T) {
 		t.Errorf("VerifyFollow = %v, want a VerifyError at seq 2 naming the payload", err)
 	}
 }
+
+// An export that meets a damaged table ends on a whole line: the records
+// before the damage are written out in full and the error is returned, so
+// that the error line the admin socket sends after them is a line of its
+// own, which the CLI reports (exit 1), not the tail of a half record.
+func TestAnExportStoppedByDamageEndsOnAWholeLine(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.flushed(1000) // more JSON than the export's 64 KiB buffer
+	h.flushed(20)   // damaged below
+	h.flushed(20)   // the head, whole, so that the store opens
+	h.close()
+	flipBytes(t, ssts(t, dir)[1], 100)
+
+	h = openHarness(t, dir)
+	var out strings.Builder
+	n, err := h.log.Export(&out, 1)
+	if err == nil {
+		t.Fatalf("Export = %d records and no error; want the damage", n)
+	}
+	if out.Len() == 0 || !strings.HasSuffix(out.String(), "\n") {
+		t.Fatalf("Export wrote %d bytes ending %q; want whole lines", out.Len(), out.String()[max(0, out.Len()-40):])
+	}
+	if lines := strings.Count(out.String(), "\n"); lines != n {
+		t.Errorf("Export wrote %d lines for %d records", lines, n)
+	}
+}

@@ -97,7 +97,8 @@ func (l *Log) Export(w io.Writer, from uint64) (int, error) {
 // ExportProgress is Export telling progress, if not nil, how many records
 // of how many it wrote: at the start, every few thousand and at the end.
 // Everything written before a call has been flushed to w, so progress may
-// write to w too.
+// write to w too. On an error, w holds the records before it as whole
+// lines.
 func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
@@ -129,10 +130,13 @@ func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, 
 		}
 		return nil
 	})
-	if err != nil {
-		return n, err
+	// The buffer flushes when full, mid-line: what it holds completes
+	// the last line, so that whatever w gets next (the admin socket's
+	// error line) starts a line of its own.
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
 	}
-	if err := bw.Flush(); err != nil {
+	if err != nil {
 		return n, err
 	}
 	if progress != nil {
