@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"demosvc/config"
@@ -229,15 +230,28 @@ func reseedAfterOpen(cfg *config.Config, ids *eventlog.IDs, log *eventlog.Log) {
 }
 
 // lockMessage explains a data dir held by another process, naming the
-// running server when it left its serve.json.
+// running server when it left its serve.json. A serve.json whose process
+// is gone (a server killed with SIGKILL leaves it behind) is not trusted:
+// the holder is another process, such as a `demosvc log --follow`, and an
+// operator told to stop a dead server's pid could stop whatever reuses it.
 func lockMessage(dataDir string) string {
 	var info serveInfo
 	b, err := os.ReadFile(filepath.Join(dataDir, serveInfoFile))
-	if err == nil && json.Unmarshal(b, &info) == nil && info.PID != 0 {
+	if err == nil && json.Unmarshal(b, &info) == nil && info.PID != 0 && processRuns(info.PID) {
 		return fmt.Sprintf("data dir %s is in use by demosvc serve (pid %d, listening on %s since %s)",
 			dataDir, info.PID, info.Listen, info.StartedAt.Format(time.RFC3339))
 	}
 	return fmt.Sprintf("data dir %s is in use by another process", dataDir)
+}
+
+// processRuns reports whether a process with pid exists. Where a signal
+// cannot tell (not on Unix), it says yes.
+func processRuns(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // openError turns a failure to open the data dir into one clear sentence.
