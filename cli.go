@@ -79,7 +79,7 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 	fs := flag.NewFlagSet("demosvc "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&cf.configFile, "config", "", "YAML configuration `file`")
-	fs.StringVar(&cf.dataDir, "data", "", "data `dir` (default ./data)")
+	fs.Func("data", "data `dir` (default ./data)", nonEmpty(&cf.dataDir))
 	fs.Usage = func() {
 		h := commandHelp[name]
 		synopsis := "demosvc " + name + " [flags]"
@@ -97,6 +97,19 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 		fs.PrintDefaults()
 	}
 	return fs, cf
+}
+
+// nonEmpty sets *dst to a flag's value and refuses an empty one: `--data
+// ""` (an unset variable in a script) would otherwise mean the default,
+// and the command would act on ./data.
+func nonEmpty(dst *string) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return errors.New("empty")
+		}
+		*dst = v
+		return nil
+	}
 }
 
 // parse parses args, flags and positional arguments in any order (a "--"

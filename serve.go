@@ -46,7 +46,7 @@ func (c *cli) serve(args []string) int {
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
 	fs, cf := c.flagSet("serve")
-	fs.StringVar(&cf.listen, "listen", "", "`address` to listen on (default 127.0.0.1:8080)")
+	fs.Func("listen", "`address` to listen on (default 127.0.0.1:8080)", nonEmpty(&cf.listen))
 	if !c.parse(fs, args, 0) {
 		return c.usageExit()
 	}
