@@ -70,6 +70,9 @@ func (c *cli) serve(args []string) int {
 // runServer serves until a signal; requests log their line to access; it
 // answers the SIGHUPs on hangups until it returns.
 func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog, hangups <-chan os.Signal) error {
+	if err := demohttp.CheckSocketPath(cfg.DataDir); err != nil {
+		return err
+	}
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})
 	if err != nil {
 		return errors.New(openError(cfg.DataDir, err))

@@ -22,14 +22,24 @@ const maxSocketPath = 107
 // SocketPath returns the admin socket path of dataDir.
 func SocketPath(dataDir string) string { return filepath.Join(dataDir, AdminSocket) }
 
+// CheckSocketPath refuses a data dir whose admin socket path is too long
+// to bind: serve checks it before it opens the store, so that it does not
+// set up a new data dir (and print its first API key) only to stop.
+func CheckSocketPath(dataDir string) error {
+	if abs, err := filepath.Abs(SocketPath(dataDir)); err == nil && len(abs) > maxSocketPath {
+		return fmt.Errorf("admin socket path %s is longer than %d bytes; use a shorter --data path", abs, maxSocketPath)
+	}
+	return nil
+}
+
 // ListenAdmin binds the admin socket of dataDir with mode 0600. The caller
 // must hold the data dir's lock: any socket file already there is left over
 // from a process that died, and is replaced.
 func ListenAdmin(dataDir string) (net.Listener, error) {
-	path := SocketPath(dataDir)
-	if abs, err := filepath.Abs(path); err == nil && len(abs) > maxSocketPath {
-		return nil, fmt.Errorf("admin socket path %s is longer than %d bytes; use a shorter --data path", abs, maxSocketPath)
+	if err := CheckSocketPath(dataDir); err != nil {
+		return nil, err
 	}
+	path := SocketPath(dataDir)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale admin socket: %w", err)
 	}
