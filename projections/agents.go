@@ -114,6 +114,7 @@ func (p *Projections) UpdateAgent(ctx context.Context, pr Principal, agentID str
 	if !ok {
 		return AgentView{}, notFound("agent", agentID)
 	}
+	agentID = FormatID(PrefixAgent, id) // as the event and its webhooks name it, whatever case was sent
 	if patch.Name != nil {
 		name := TrimText(*patch.Name)
 		patch.Name = &name

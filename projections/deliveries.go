@@ -102,7 +102,10 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 	if pl, isContact := payload.(*ContactCreated); isContact {
 		// Its data is all in the record: no read lock, which would wait
 		// for the writer.
-		return "contact.created", ContactCreatedData{ContactID: pl.ContactID, SessionID: pl.SessionID, AgentID: pl.AgentID,
+		// A log written before ids were canonicalized may hold them in
+		// upper case: a receiver matches them against the API's.
+		return "contact.created", ContactCreatedData{ContactID: canonicalID(PrefixContact, pl.ContactID),
+			SessionID: canonicalID(PrefixSession, pl.SessionID), AgentID: canonicalID(PrefixAgent, pl.AgentID),
 			Contact: ContactRef{Name: pl.Contact.Name, Email: pl.Contact.Email, Company: pl.Contact.Company}}, true
 	}
 	p.View(func(s *State) {
@@ -139,13 +142,13 @@ func (p *Projections) WebhookEvent(rec *eventlog.Record) (name string, data any,
 		case *LeadHot:
 			if x := ses(pl.SessionID); x != nil {
 				name, ok = "lead.hot", true
-				data = LeadHotData{SessionID: pl.SessionID, AgentID: FormatID(PrefixAgent, s.agentOf(x).id), Contact: ref(s.contactOf(x)),
+				data = LeadHotData{SessionID: FormatID(PrefixSession, x.id), AgentID: FormatID(PrefixAgent, s.agentOf(x).id), Contact: ref(s.contactOf(x)),
 					Signals: Signals{Interest: int(x.hotSignals[0]), Objections: int(x.hotSignals[1]), BuyingSignals: int(x.hotSignals[2])}}
 			}
 		case *MeetingBooked:
 			if x := ses(pl.SessionID); x != nil {
 				c := s.contactOf(x)
-				d := MeetingData{SessionID: pl.SessionID, Contact: MeetingContact{Name: s.text.str(c.name), Email: s.text.str(c.email)}}
+				d := MeetingData{SessionID: FormatID(PrefixSession, x.id), Contact: MeetingContact{Name: s.text.str(c.name), Email: s.text.str(c.email)}}
 				d.Meeting.ScheduledAt, d.Meeting.CalendarLink = pl.ScheduledAt, pl.CalendarLink
 				name, data, ok = "meeting.booked", d, true
 			}

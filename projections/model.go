@@ -34,6 +34,15 @@ func ParseID(prefix, s string) (ID, bool) {
 	return id, err == nil
 }
 
+// canonicalID returns id as FormatID renders it if it parses as an id of
+// prefix, else id unchanged (for the lookup to refuse).
+func canonicalID(prefix, id string) string {
+	if v, ok := ParseID(prefix, id); ok {
+		return FormatID(prefix, v)
+	}
+	return id
+}
+
 // FormatID renders an id as the API shows it: prefix and 26 lowercase
 // characters.
 func FormatID(prefix string, id ID) string { return eventlog.FormatID(prefix, id) }
