@@ -258,3 +258,25 @@ func TestEveryListRefusesAMalformedQuery(t *testing.T) {
 		}
 	}
 }
+
+// A time must come out as the API's timestamp and go back in through the
+// log's import: a year in UTC past 9999 or before 0 is refused, as are
+// offsets RFC 3339 has not (24 hours or more, 60 minutes). A URL's port
+// must be one a connection can use.
+func TestTimesAndPortsOutOfRangeAreRefused(t *testing.T) {
+	l := serveLive(t, newTestServer(t, nil))
+	agent, session := world(l)
+	for _, at := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01", "2026-12-01T10:00:00+24:00",
+		"2026-12-01T10:00:00+23:60", "2026-12-01T10:00:00-00:60"} {
+		l.refuses("POST", "/v1/sessions/"+session+"/meeting", `{"scheduled_at":"`+at+`","calendar_link":"https://c.example.com"}`,
+			"scheduled_at", "")
+	}
+	for _, port := range []string{"0", "65536", "99999"} {
+		l.refuses("POST", "/v1/webhooks", `{"url":"http://127.0.0.1:`+port+`/x","events":["lead.hot"]}`, "url", "port from 1 to 65535")
+		l.refuses("PATCH", "/v1/agents/"+agent, `{"sandbox_url":"https://s.example.com:`+port+`/"}`, "sandbox_url", "port from 1 to 65535")
+	}
+	// The edges themselves are taken.
+	if code, b := l.call("POST", "/v1/sessions/"+session+"/meeting", `{"scheduled_at":"9999-12-31T23:59:59+23:59","calendar_link":"https://c.example.com:65535/"}`); code != 200 || !strings.Contains(string(b), `"scheduled_at":"9999-12-31T00:00:59Z"`) {
+		t.Errorf("the latest time with the largest offset and port 65535: %d %s", code, b)
+	}
+}

@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"errors"
 	"net/mail"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,6 +37,11 @@ func checkURL(param, v string) error {
 	}
 	if u.User != nil {
 		return ParamErrorf(EInvalid, param, "must not carry credentials")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return ParamErrorf(EInvalid, param, "must have a port from 1 to 65535")
+		}
 	}
 	return nil
 }
@@ -129,10 +136,23 @@ func checkSignals(param string, s *Signals) error {
 }
 
 // checkTime parses an RFC 3339 time and returns it in UTC, whole seconds.
+// Go's parser takes offsets of 24 hours or more and 60 minutes, which RFC
+// 3339 does not, and a time whose year in UTC is past 9999 or before 0
+// would be written with five digits or a sign: neither the API's
+// timestamp format nor one the log's import takes back.
 func checkTime(param, v string) (string, error) {
 	t, err := time.Parse(time.RFC3339, v)
+	if err == nil && !strings.HasSuffix(v, "Z") && !strings.HasSuffix(v, "z") {
+		off := v[len(v)-6:] // +hh:mm, as the parse has checked
+		if off[1:3] > "23" || off[4:6] > "59" {
+			err = errors.New("offset out of range")
+		}
+	}
 	if err != nil {
 		return "", ParamErrorf(EInvalid, param, "must be an RFC 3339 timestamp such as 2026-11-21T15:00:00Z")
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return "", ParamErrorf(EInvalid, param, "must be between 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z")
 	}
 	return t.UTC().Truncate(time.Second).Format(timeFormat), nil
 }
