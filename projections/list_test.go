@@ -126,4 +126,19 @@ func TestAContactsSessionsListInFull(t *testing.T) {
 	if len(rows.Rows) != 1 || rows.Rows[0].Sessions != len(want) {
 		t.Fatalf("the dashboard's row of pat: %+v, want %d sessions", rows.Rows, len(want))
 	}
+	// The sessions page's filter by e-mail looks the address up and
+	// examines no contact when the account has none with it.
+	exact := func(email string) RowPage[ContactRow] {
+		rows, err := e.p.ContactRows(pr.Account.ID, ContactQuery{Search: email, Limit: 1, Exact: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	if rows := exact("PAT@example.com"); len(rows.Rows) != 1 || rows.Rows[0].Email != "pat@example.com" {
+		t.Errorf("an exact lookup of pat: %+v", rows.Rows)
+	}
+	if rows := exact("nobody@example.com"); len(rows.Rows) != 0 || rows.Searched != 0 || rows.Next != "" {
+		t.Errorf("an exact lookup of an address the account has not: %d rows, %d contacts examined, next %q; want none", len(rows.Rows), rows.Searched, rows.Next)
+	}
 }

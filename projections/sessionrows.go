@@ -175,6 +175,9 @@ type ContactQuery struct {
 	After  string // the id of the last contact examined before
 	Limit  int
 	Budget int // contacts examined at most beyond the page; 0: unbounded
+	// Exact looks Search up as an e-mail only: no contact is examined
+	// when the account has none with it.
+	Exact bool
 }
 
 // ContactRow is a contact and how many sessions it had.
@@ -193,6 +196,9 @@ func (p *Projections) ContactRows(account string, q ContactQuery) (RowPage[Conta
 		}
 		if c := t.emails.get(s, emailKey(needle)); c != nil && q.After == "" {
 			out.Rows = append(out.Rows, row(c))
+			return
+		}
+		if q.Exact {
 			return
 		}
 		below := uint64(1<<63 - 1)

@@ -80,8 +80,10 @@ func (db *Dashboard) handleSessions(w http.ResponseWriter, r *http.Request, c *c
 	if f.Contact != "" {
 		q.ContactID = f.Contact
 		if strings.Contains(f.Contact, "@") {
-			// An e-mail: its contact, if the account has one.
-			cs, _ := db.deps.State.ContactRows(c.Account.ID, projections.ContactQuery{Search: f.Contact, Limit: 1})
+			// An e-mail: its contact, if the account has one. One lookup:
+			// a search would examine every contact of the account, with
+			// the state read-locked, for an address it does not have.
+			cs, _ := db.deps.State.ContactRows(c.Account.ID, projections.ContactQuery{Search: f.Contact, Limit: 1, Exact: true})
 			q.ContactID = "cnt_none"
 			if len(cs.Rows) == 1 && strings.EqualFold(cs.Rows[0].Email, f.Contact) {
 				q.ContactID = cs.Rows[0].ID
