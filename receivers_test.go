@@ -194,6 +194,9 @@ func (a apiCaller) waitDeliveries(webhookID string, n int) map[string]string {
 		ok := len(list) == n
 		for _, item := range list {
 			d := item.(map[string]any)
+			if d["status"] == "failed" {
+				a.t.Fatalf("a delivery failed: %v", d)
+			}
 			ok = ok && d["status"] == "succeeded" && d["attempts"] == float64(2)
 			ids[d["event"].(string)] = d["event_id"].(string)
 		}
@@ -214,6 +217,7 @@ func TestReceiverSnippets(t *testing.T) {
 		"DEMOSVC_DELIVERY_ALLOW_PRIVATE_NETWORKS": "true", // the receivers are on 127.0.0.1
 		"DEMOSVC_DELIVERY_BACKOFF":                "20ms",
 		"DEMOSVC_DASHBOARD_ENABLED":               "false",
+		"DEMOSVC_BOOTSTRAP_PLAN":                  "enterprise", // unlimited: the test polls its deliveries
 	})
 	m := firstKeyRE.FindStringSubmatch(out.String())
 	if m == nil {
@@ -222,14 +226,15 @@ func TestReceiverSnippets(t *testing.T) {
 	api := apiCaller{t: t, base: base, key: m[1]}
 
 	for _, r := range []struct {
-		name  string
-		start func(t *testing.T, secret string, log *processedLog) string
+		name    string
+		prepare func(t *testing.T) receiverStarter
 	}{
-		{"go", startGoReceiver},
-		{"typescript", startTypeScriptReceiver},
-		{"python", startPythonReceiver},
+		{"go", func(*testing.T) receiverStarter { return startGoReceiver }},
+		{"typescript", buildTypeScriptReceiver},
+		{"python", func(t *testing.T) receiverStarter { interpreter(t, "python3"); return startPythonReceiver }},
 	} {
 		t.Run(r.name, func(t *testing.T) {
+			start := r.prepare(t)
 			api := api
 			api.t = t
 			proxy := &lossyProxy{seen: map[string]int{}}
@@ -239,7 +244,7 @@ func TestReceiverSnippets(t *testing.T) {
 			webhookID, secret := wh["id"].(string), wh["secret"].(string)
 			defer api.call("DELETE", "/v1/webhooks/"+webhookID, "", 204)
 			log := &processedLog{}
-			receiverURL := r.start(t, secret, log)
+			receiverURL := start(t, log, secret)
 			proxy.setTarget(receiverURL)
 
 			// Three events: contact.created, lead.hot, demo.completed.
@@ -319,9 +324,38 @@ func TestReceiverSnippets(t *testing.T) {
 			if last := got[len(got)-1]; last.event != "meeting.booked" {
 				t.Errorf("the last event processed is %v, want meeting.booked", last)
 			}
+
+			// A rotation. During the overlap X-Service-Signature is the
+			// previous secret's and webhook-signature carries both: a
+			// receiver given both secrets verifies every delivery (each
+			// succeeds at its second attempt), whichever it tries first.
+			// After the overlap the new secret alone does.
+			newContact := func(n int) {
+				api.call("POST", "/v1/sessions", `{"agent_id":"`+agent["id"].(string)+`","contact":{"name":"Pat","email":"pat-`+r.name+strconv.Itoa(n)+`@example.com"}}`, 201)
+			}
+			rotated := api.call("POST", "/v1/webhooks/"+webhookID+"/rotate-secret", `{"previous_expires_in":3600}`, 200)["secret"].(string)
+			during := &processedLog{}
+			proxy.setTarget(start(t, during, rotated, secret))
+			newContact(2)
+			api.waitDeliveries(webhookID, 5)
+			if got := during.waitFor(t, 1); got[0].event != "contact.created" {
+				t.Errorf("during the overlap the receiver processed %v, want a contact.created", got)
+			}
+			last := api.call("POST", "/v1/webhooks/"+webhookID+"/rotate-secret", `{"previous_expires_in":0}`, 200)["secret"].(string)
+			after := &processedLog{}
+			proxy.setTarget(start(t, after, last))
+			newContact(3)
+			api.waitDeliveries(webhookID, 6)
+			if got := after.waitFor(t, 1); got[0].event != "contact.created" {
+				t.Errorf("after the overlap the receiver processed %v, want a contact.created", got)
+			}
 		})
 	}
 }
+
+// receiverStarter starts a receiver snippet that verifies deliveries with
+// secrets and records what it processes in log, and returns its URL.
+type receiverStarter func(t *testing.T, log *processedLog, secrets ...string) string
 
 // wantOnce checks that got holds each event of ids (event name → id) once
 // and nothing else.
@@ -340,8 +374,8 @@ func wantOnce(t *testing.T, got []snippetEvent, ids map[string]string) {
 	}
 }
 
-func startGoReceiver(t *testing.T, secret string, log *processedLog) string {
-	h, err := receivers.Handler(secret, func(id string, e receivers.Event) error {
+func startGoReceiver(t *testing.T, log *processedLog, secrets ...string) string {
+	h, err := receivers.Handler(secrets, func(id string, e receivers.Event) error {
 		log.add(snippetEvent{id: id, event: e.Event})
 		return nil
 	})
@@ -370,10 +404,10 @@ func interpreter(t *testing.T, names ...string) {
 // startScript runs a receiver script, whose first line of output is
 // "listening on URL" and every later line one processed event as JSON, and
 // returns the URL.
-func startScript(t *testing.T, secret string, log *processedLog, name string, args ...string) string {
+func startScript(t *testing.T, secrets []string, log *processedLog, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret)
+	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+strings.Join(secrets, " "))
 	cmd.Stderr = &testWriter{t: t}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -425,12 +459,13 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func startPythonReceiver(t *testing.T, secret string, log *processedLog) string {
-	interpreter(t, "python3")
-	return startScript(t, secret, log, "python3", "docs/receivers/receiver.py")
+func startPythonReceiver(t *testing.T, log *processedLog, secrets ...string) string {
+	return startScript(t, secrets, log, "python3", "docs/receivers/receiver.py")
 }
 
-func startTypeScriptReceiver(t *testing.T, secret string, log *processedLog) string {
+// buildTypeScriptReceiver compiles the TypeScript snippet once for a test,
+// and returns what starts it.
+func buildTypeScriptReceiver(t *testing.T) receiverStarter {
 	interpreter(t, "node", "npm")
 	modules := receiverNodeModules(t)
 	dir := t.TempDir()
@@ -450,7 +485,9 @@ func startTypeScriptReceiver(t *testing.T, secret string, log *processedLog) str
 	if b, err := tsc.CombinedOutput(); err != nil {
 		t.Fatalf("tsc: %v\n%s", err, b)
 	}
-	return startScript(t, secret, log, "node", filepath.Join(dir, "out/receiver.js"))
+	return func(t *testing.T, log *processedLog, secrets ...string) string {
+		return startScript(t, secrets, log, "node", filepath.Join(dir, "out/receiver.js"))
+	}
 }
 
 // receiverNodeModules installs docs/receivers' pinned npm packages once per

@@ -22,13 +22,18 @@ type Event struct {
 	Data      json.RawMessage `json:"data"`
 }
 
-// Handler verifies each delivery against secret, the whsec_… string shown at
-// registration, and calls process once per event id: a delivery sent again
-// (a retry after a lost answer) is acknowledged without calling it.
-func Handler(secret string, process func(eventID string, e Event) error) (http.Handler, error) {
-	std, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		return nil, err
+// Handler verifies each delivery against secrets, the whsec_… strings in
+// force (the one shown at registration; during a rotation, the new one and
+// the previous one), and calls process once per event id: a delivery sent
+// again (a retry after a lost answer) is acknowledged without calling it.
+func Handler(secrets []string, process func(eventID string, e Event) error) (http.Handler, error) {
+	var stds []*standardwebhooks.Webhook
+	for _, secret := range secrets {
+		std, err := standardwebhooks.NewWebhook(secret)
+		if err != nil {
+			return nil, err
+		}
+		stds = append(stds, std)
 	}
 	var mu sync.Mutex
 	done := map[string]bool{} // in production: a unique key in your database
@@ -40,16 +45,24 @@ func Handler(secret string, process func(eventID string, e Event) error) (http.H
 		}
 		// X-Service-Signature: "sha256=" + hex HMAC-SHA256 of the raw body,
 		// keyed with the whole secret string; compared in constant time.
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write(body)
-		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-		if !hmac.Equal([]byte(r.Header.Get("X-Service-Signature")), []byte(want)) {
+		signed := false
+		for _, secret := range secrets {
+			mac := hmac.New(sha256.New, []byte(secret))
+			mac.Write(body)
+			want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+			signed = signed || hmac.Equal([]byte(r.Header.Get("X-Service-Signature")), []byte(want))
+		}
+		if !signed {
 			http.Error(w, "bad X-Service-Signature", http.StatusUnauthorized)
 			return
 		}
 		// Standard Webhooks: webhook-signature over webhook-id, a
 		// webhook-timestamp within 5 minutes (against replays) and the body.
-		if err := std.Verify(body, r.Header); err != nil {
+		signed = false
+		for _, std := range stds {
+			signed = signed || std.Verify(body, r.Header) == nil
+		}
+		if !signed {
 			http.Error(w, "bad webhook-signature", http.StatusUnauthorized)
 			return
 		}

@@ -4,11 +4,12 @@ Verifies X-Service-Signature and the Standard Webhooks headers over the raw
 body (the PyPI `standardwebhooks` package does the second check too; this
 uses hmac so that it runs anywhere), and processes each event id once.
 Run: WEBHOOK_SECRET=whsec_... python3 receiver.py [PORT]
+During a secret's rotation, give both: WEBHOOK_SECRET="whsec_new whsec_old".
 """
 import base64, hashlib, hmac, json, os, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-SECRET = os.environ["WEBHOOK_SECRET"]  # the whsec_... string shown at registration
+SECRETS = os.environ["WEBHOOK_SECRET"].split()  # the whsec_... strings in force
 TOLERANCE = 5 * 60  # seconds a webhook-timestamp may be off: refuses old replays
 done = set()  # event ids processed; in production, a unique key in your database
 
@@ -20,8 +21,9 @@ def process(event_id, event):
 def valid(headers, body):
     # X-Service-Signature: "sha256=" + hex HMAC-SHA256 of the raw body,
     # keyed with the whole secret string; compared in constant time.
-    want = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(headers.get("X-Service-Signature", ""), want):
+    got = headers.get("X-Service-Signature", "")
+    if not any(hmac.compare_digest(got, "sha256=" + hmac.new(s.encode(), body, hashlib.sha256).hexdigest())
+               for s in SECRETS):
         return False
     # Standard Webhooks: "v1," + base64 HMAC-SHA256 of "id.timestamp.body",
     # keyed with the bytes the base64 after "whsec_" decodes to.
@@ -29,10 +31,14 @@ def valid(headers, body):
     stamp = headers.get("webhook-timestamp", "")
     if not stamp.isdigit() or abs(time.time() - int(stamp)) > TOLERANCE:
         return False
-    key = base64.b64decode(SECRET.removeprefix("whsec_"))
-    mac = hmac.new(key, f"{msg_id}.{stamp}.".encode() + body, hashlib.sha256)
-    expected = "v1," + base64.b64encode(mac.digest()).decode()
-    return any(hmac.compare_digest(sig, expected) for sig in headers.get("webhook-signature", "").split())
+    sigs = headers.get("webhook-signature", "").split()
+    for s in SECRETS:
+        key = base64.b64decode(s.removeprefix("whsec_"))
+        mac = hmac.new(key, f"{msg_id}.{stamp}.".encode() + body, hashlib.sha256)
+        expected = "v1," + base64.b64encode(mac.digest()).decode()
+        if any(hmac.compare_digest(sig, expected) for sig in sigs):
+            return True
+    return False
 
 
 class Receiver(BaseHTTPRequestHandler):  # one request at a time: two tries of one event never race

@@ -2,13 +2,14 @@
 // X-Service-Signature and, with the standardwebhooks package, the Standard
 // Webhooks headers over the raw body, and processes each event id once.
 // Run: WEBHOOK_SECRET=whsec_... node receiver.js [PORT]
+// During a secret's rotation, give both: WEBHOOK_SECRET="whsec_new whsec_old".
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 
-const secret = process.env.WEBHOOK_SECRET!; // the whsec_... string shown at registration
-const standard = new Webhook(secret);
+const secrets = process.env.WEBHOOK_SECRET!.split(/\s+/).filter(Boolean); // the whsec_... strings in force
+const standards = secrets.map((s) => new Webhook(s));
 const done = new Set<string>(); // event ids processed; in production, a unique key in your database
 
 function processEvent(eventId: string, event: { event: string }): void {
@@ -18,17 +19,22 @@ function processEvent(eventId: string, event: { event: string }): void {
 function valid(req: IncomingMessage, body: Buffer): boolean {
   // X-Service-Signature: "sha256=" + hex HMAC-SHA256 of the raw body, keyed
   // with the whole secret string; compared in constant time.
-  const want = Buffer.from("sha256=" + createHmac("sha256", secret).update(body).digest("hex"));
   const got = Buffer.from(String(req.headers["x-service-signature"] ?? ""));
-  if (got.length !== want.length || !timingSafeEqual(got, want)) return false;
+  const signed = secrets.some((s) => {
+    const want = Buffer.from("sha256=" + createHmac("sha256", s).update(body).digest("hex"));
+    return got.length === want.length && timingSafeEqual(got, want);
+  });
+  if (!signed) return false;
   // Standard Webhooks: webhook-signature over webhook-id, a webhook-timestamp
   // within 5 minutes (against replays) and the body.
-  try {
-    standard.verify(body.toString("utf8"), req.headers as Record<string, string>);
-    return true;
-  } catch {
-    return false;
-  }
+  return standards.some((standard) => {
+    try {
+      standard.verify(body.toString("utf8"), req.headers as Record<string, string>);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 }
 
 const server = createServer((req, res) => {
