@@ -283,10 +283,17 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	cfg.MaxRetries, cfg.Backoff = 50, time.Second
 	w.start(cfg)
 	agent := w.newAgent()
-	w.startSession(agent, "first@example.com")
-	waitAdvancing(t, clock, time.Second, "three failed attempts recorded", func() bool {
+	for i := range breakerFailures {
+		w.startSession(agent, fmt.Sprintf("first%d@example.com", i))
+	}
+	waitAdvancing(t, clock, time.Second, "a failed attempt of each of the first deliveries recorded", func() bool {
 		ds := deliveriesOf(t, w, wh.ID)
-		return len(ds) == 1 && ds[0].Attempts >= 3
+		for _, d := range ds {
+			if d.Attempts == 0 {
+				return false
+			}
+		}
+		return len(ds) == breakerFailures
 	})
 	for i := 0; i < 20; i++ {
 		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
@@ -294,11 +301,49 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	// The loop has now seen the 20 events and, paused, built nothing for
 	// them (a delivery is stored before it is sent).
 	w.throughLoop(wh.ID)
-	if n := len(deliveriesOf(t, w, wh.ID)); n != 1 {
-		t.Fatalf("%d deliveries built while the receiver fails, want the first only", n)
+	if n := len(deliveriesOf(t, w, wh.ID)); n != breakerFailures {
+		t.Fatalf("%d deliveries built while the receiver fails, want the first %d only", n, breakerFailures)
 	}
 	healthy.Store(true)
-	waitAdvancing(t, clock, time.Second, "all 21 delivered", deliveriesAre(t, w, wh.ID, 21, succeeded))
+	waitAdvancing(t, clock, time.Second, "all delivered", deliveriesAre(t, w, wh.ID, 20+breakerFailures, succeeded))
+}
+
+// A receiver that refuses one event and takes the others: that event's
+// retries never hold back the webhook's later events (the breaker counts
+// failing deliveries, not attempts).
+func TestOneEventsRetriesNeverHoldBackTheOthers(t *testing.T) {
+	w := openWorld(t, "")
+	var rv *receiver
+	rv = newReceiver(t, func(n int) (int, time.Duration) {
+		if bytes.Contains(rv.all()[n-1].body, []byte("poison@")) {
+			return http.StatusInternalServerError, 0
+		}
+		return http.StatusOK, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Backoff, cfg.BackoffFactor = 50, time.Second, 1
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "poison@example.com")
+	waitAdvancing(t, clock, time.Second, "the refused event's 5 failed attempts", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		return len(ds) == 1 && ds[0].Attempts >= 5
+	})
+	for i := range 5 {
+		w.startSession(agent, fmt.Sprintf("later%d@example.com", i))
+	}
+	waitFor(t, "the 5 later events delivered while the refused one is still retried", func() bool {
+		n := 0
+		for _, d := range deliveriesOf(t, w, wh.ID) {
+			if d.Status == StatusSucceeded {
+				n++
+			} else if d.Status != StatusPending {
+				t.Fatalf("delivery %+v, want the refused one pending", d)
+			}
+		}
+		return n == 5
+	})
 }
 
 func TestADeadReceiverNeverSlowsAHealthyWebhook(t *testing.T) {

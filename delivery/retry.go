@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,8 +47,11 @@ func retryAfter(status int, header string) time.Duration {
 	return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
 }
 
-// breakerFailures consecutive failed attempts pause building new
-// deliveries for a webhook until one succeeds.
+// breakerFailures deliveries failing in a row (attempts of that many
+// different deliveries failed, none succeeded since) pause building new
+// deliveries for a webhook until one succeeds. Different deliveries: the
+// retries of one event its receiver refuses, while it takes the others,
+// must not hold the others back.
 const breakerFailures = 3
 
 // maxPending bounds the deliveries a webhook has open: past it, no new ones
@@ -71,9 +75,11 @@ const (
 // nothing: the loop hands it the time and the outcome, so tests drive it
 // directly.
 type retryState struct {
-	policy   retryPolicy
-	failures int  // consecutive failed attempts
-	gone     bool // the receiver answered 410 Gone: the webhook is to be disabled
+	policy retryPolicy
+	// failing holds the ids of the deliveries whose attempts failed since
+	// the last success, up to breakerFailures of them.
+	failing []string
+	gone    bool // the receiver answered 410 Gone: the webhook is to be disabled
 }
 
 // settle records the outcome r of an attempt of d, made at now, in d:
@@ -86,7 +92,7 @@ func (s *retryState) settle(d *Delivery, r result, now time.Time) verdict {
 	switch {
 	case r.err == nil && r.status >= 200 && r.status < 300:
 		d.Status, d.LastError, d.NextAttemptAt = StatusSucceeded, "", 0
-		s.failures = 0
+		s.failing = s.failing[:0]
 		return verdictSucceeded
 	case r.err == nil && r.status == http.StatusGone:
 		// The receiver says the endpoint is gone for good: stop sending
@@ -96,7 +102,9 @@ func (s *retryState) settle(d *Delivery, r result, now time.Time) verdict {
 		s.gone = true
 		return verdictDisabled
 	}
-	s.failures++
+	if len(s.failing) < breakerFailures && !slices.Contains(s.failing, d.ID) {
+		s.failing = append(s.failing, d.ID)
+	}
 	d.LastError = describe(r, s.policy.timeout)
 	if d.Attempts > s.policy.maxRetries {
 		d.Status, d.NextAttemptAt = StatusFailed, 0
@@ -115,7 +123,7 @@ func (s *retryState) settle(d *Delivery, r result, now time.Time) verdict {
 // open: a healthy receiver drains them at once, a dead one does not, and
 // memory stays bounded either way.
 func (s *retryState) paused(pending int) bool {
-	return s.failures >= breakerFailures && pending > 0 || pending >= maxPending
+	return len(s.failing) >= breakerFailures && pending > 0 || pending >= maxPending
 }
 
 // describe is the last_error of a failed attempt.

@@ -178,16 +178,22 @@ func TestRetryAfterIsHonouredOnlyWhenLongerThanTheBackoff(t *testing.T) {
 
 func TestBreaker(t *testing.T) {
 	s := retryState{policy: retryPolicy{maxRetries: 10, backoff: time.Second, factor: 2, jitter: fixedJitter(0.5)}}
-	d := &Delivery{Status: StatusPending}
-	for i := 1; i <= 2; i++ {
+	// One delivery's retries, however many, do not open it: its receiver
+	// may refuse that one event and take the others.
+	d := &Delivery{ID: "dlv_a", Status: StatusPending}
+	for i := 1; i <= 5; i++ {
 		s.settle(d, result{status: 500}, t0)
 		if s.paused(1) {
-			t.Fatalf("open after %d failures, want 3", i)
+			t.Fatalf("open after %d failed attempts of one delivery", i)
 		}
 	}
-	s.settle(d, result{err: errors.New("connection refused")}, t0)
+	s.settle(&Delivery{ID: "dlv_b"}, result{status: 503}, t0)
+	if s.paused(1) {
+		t.Fatal("open after two deliveries failed, want three")
+	}
+	s.settle(&Delivery{ID: "dlv_c"}, result{err: errors.New("connection refused")}, t0)
 	if !s.paused(1) {
-		t.Fatal("closed after 3 failures in a row with a delivery pending")
+		t.Fatal("closed after 3 deliveries failed in a row with a delivery pending")
 	}
 	if s.paused(0) {
 		t.Error("open with nothing pending: the loop could never learn the receiver is back")
@@ -203,7 +209,7 @@ func TestBreaker(t *testing.T) {
 	// A 410 is not a failure of the receiver: it does not count.
 	s = retryState{policy: s.policy}
 	for i := 0; i < 3; i++ {
-		s.settle(&Delivery{}, result{status: http.StatusGone}, t0)
+		s.settle(&Delivery{ID: fmt.Sprint(i)}, result{status: http.StatusGone}, t0)
 	}
 	if s.paused(1) {
 		t.Error("410s opened the breaker")
