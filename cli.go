@@ -294,6 +294,9 @@ type localData struct {
 // create does, so that a self-hoster can set up accounts before the first
 // serve (createsDataDir).
 func openLocal(cfg *config.Config, withState, create bool) (*localData, error) {
+	if err := checkOwner(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: create, Logger: quietLogger()})
 	if err != nil {
 		return nil, err

@@ -28,3 +28,30 @@ func TestLockMessageTrustsServeJSONOnlyWhileItsProcessRuns(t *testing.T) {
 		t.Errorf("with a pid that is gone: %q; want another process, no pid", got)
 	}
 }
+
+// A data dir of another user is not opened: the files a command created
+// there would be its user's, and the service's user could no longer open
+// the store. Needs root, to give the data dir away.
+func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a data dir to another user needs root")
+	}
+	dir := t.TempDir()
+	if err := checkOwner(dir); err != nil {
+		t.Fatalf("one's own data dir: %v", err)
+	}
+	if err := checkOwner(filepath.Join(dir, "new")); err != nil {
+		t.Fatalf("a data dir to create: %v", err)
+	}
+	theirs := filepath.Join(dir, "theirs")
+	if err := os.Mkdir(theirs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	err := checkOwner(theirs)
+	if err == nil || !strings.Contains(err.Error(), "belongs to") || !strings.Contains(err.Error(), "sudo -u ") {
+		t.Fatalf("another user's data dir: %v; want a refusal saying whose it is and how to run as them", err)
+	}
+}

@@ -77,6 +77,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("DEMOSVC_DASHBOARD_ENABLED", "false")
 			return nil
 		},
+		// [root]: the script runs as root, which can give a file to
+		// another user.
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitserver": cmdWaitServer,
 			"http":       cmdHTTP,
