@@ -56,9 +56,26 @@ func (c *cli) backup(args []string) int {
 		}
 		return c.fail(cf, "%s", e.Error)
 	}
+	if err := backupVisible(dir); err != nil {
+		return c.fail(cf, "%v", err)
+	}
 	c.stdout.Write(body.Bytes())
 	c.warnMasterKey(res, *withKey, cfg.Secrets.MasterKey != "")
 	return exitOK
+}
+
+// backupVisible checks that the backup a server wrote is where this
+// process looks: a server in a mount namespace of its own (systemd's
+// PrivateTmp= or ProtectSystem=) writes DIR in its view of the file
+// system, which for /tmp is a directory removed when the service stops.
+func backupVisible(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, eventlog.PebbleDir)); err != nil {
+		return fmt.Errorf("the server reports a backup in %s, but this command does not see one there (%v): "+
+			"the server runs with a view of the file system of its own (systemd's PrivateTmp= or ProtectSystem=), "+
+			"where it wrote it; back up into a directory the service can write and you can read, such as "+
+			"/var/backups/demosvc in contrib/demosvc.service", dir, err)
+	}
+	return nil
 }
 
 // backupDirUsable refuses a DIR that exists and is not an empty directory.

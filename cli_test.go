@@ -55,3 +55,19 @@ func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 		t.Fatalf("another user's data dir: %v; want a refusal saying whose it is and how to run as them", err)
 	}
 }
+
+// A backup the server says it wrote must be where the command looks: a
+// server with a file system view of its own (systemd's PrivateTmp) writes
+// elsewhere, and the command says so rather than print success.
+func TestABackupTheCommandCannotSeeIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	if err := backupVisible(dir); err == nil || !strings.Contains(err.Error(), "does not see one there") {
+		t.Fatalf("no backup in %s: %v, want an error", dir, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "pebble"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := backupVisible(dir); err != nil {
+		t.Fatalf("a backup in %s: %v", dir, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // A backup is a data dir of its own: Pebble's files as of one instant
@@ -50,6 +51,11 @@ type BackupOptions struct {
 	// Progress, if set, is told how many bytes of how many were copied,
 	// when the backup is on another file system and must be copied.
 	Progress func(done, total int64)
+	// Registry, if set, has the copy's hash chain verified, as `log
+	// verify` does, before the backup is answered: a record the data dir
+	// holds damaged (a table file whose checksum fails) fails the backup,
+	// where a copy that only ends at the right record would pass.
+	Registry *Registry
 }
 
 // BackupResult describes a finished backup.
@@ -123,7 +129,7 @@ func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (re
 	if err := syncDir(dest); err != nil {
 		return res, err
 	}
-	if err := checkBackup(dest, head); err != nil {
+	if err := checkBackup(dest, head, opts.Registry); err != nil {
 		return res, err
 	}
 	res.Bytes, err = dirSize(dest)
@@ -301,20 +307,34 @@ func copyFile(src, dst string, counter *copyCounter) error {
 
 // checkBackup opens the backup's store, which also gives it the lock file
 // every data dir has, and checks that it ends at head.
-func checkBackup(dest string, head Record) error {
+func checkBackup(dest string, head Record, reg *Registry) (err error) {
 	cp, err := OpenStore(dest, StoreOptions{Create: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("the backup does not open: %w", err)
 	}
+	defer func() {
+		if cerr := cp.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("the backup does not read: %w", cerr)
+		}
+	}()
 	got, err := cp.readHead()
-	if cerr := cp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return fmt.Errorf("the backup does not read: %w", err)
 	}
 	if got.Seq != head.Seq || got.Hash != head.Hash {
 		return fmt.Errorf("the backup ends at seq %d, not at the checkpoint's head %d", got.Seq, head.Seq)
+	}
+	if reg == nil {
+		return nil
+	}
+	l, err := OpenLog(cp, Options{Registry: reg, IDs: NewIDs(time.Now)})
+	if err != nil {
+		return fmt.Errorf("the backup's log does not open: %w", err)
+	}
+	defer l.Close()
+	if _, err := l.Verify(); err != nil {
+		return fmt.Errorf("the backup's hash chain does not verify, so the data dir's does not either "+
+			"(`demosvc log verify` names the first bad record): %w", err)
 	}
 	return nil
 }

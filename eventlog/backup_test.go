@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -39,7 +40,7 @@ func TestBackupWhileAppendingHoldsAConsistentPrefix(t *testing.T) {
 		}
 	}()
 	dest := filepath.Join(t.TempDir(), "bk")
-	res, err := h.store.Backup(context.Background(), dest, BackupOptions{})
+	res, err := h.store.Backup(context.Background(), dest, BackupOptions{Registry: testRegistry()})
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -191,4 +192,31 @@ func otherFileSystem(t *testing.T, dir string) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(other) })
 	return other
+}
+
+// A backup verifies its copy's hash chain, as the admin socket asks: a
+// data dir holding a damaged table gives no backup, and says so, where a
+// copy that only ends at the right record would pass.
+func TestABackupOfADamagedLogFailsAndLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.flushed(20)
+	h.flushed(20) // damaged below
+	h.flushed(20) // the head, whole
+	h.close()
+	flipBytes(t, ssts(t, dir)[1], 100)
+
+	h = openHarness(t, dir)
+	dest := filepath.Join(t.TempDir(), "bk")
+	if _, err := h.store.Backup(context.Background(), dest, BackupOptions{}); err != nil {
+		t.Fatalf("without a registry the copy is only checked to end at the head: %v", err)
+	}
+	dest = filepath.Join(t.TempDir(), "bk")
+	_, err := h.store.Backup(context.Background(), dest, BackupOptions{Registry: testRegistry()})
+	if err == nil || !strings.Contains(err.Error(), "hash chain does not verify") {
+		t.Fatalf("Backup of a damaged log = %v, want the chain's failure", err)
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed backup left %s (%v)", dest, err)
+	}
 }

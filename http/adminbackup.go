@@ -43,7 +43,7 @@ func (a *Admin) handleBackup(w http.ResponseWriter, r *http.Request, _ httproute
 		return
 	}
 	out := newProgressLines(w)
-	opts := eventlog.BackupOptions{WithMasterKey: in.WithMasterKey}
+	opts := eventlog.BackupOptions{WithMasterKey: in.WithMasterKey, Registry: a.Log.Registry()}
 	if in.Progress {
 		opts.Progress = out.report
 	}
