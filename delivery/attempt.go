@@ -124,7 +124,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 			r.detail.Error = err.Error()
 		}
 	}
-	r.retryAfter = retryAfter(r.status, resp.Header.Get("Retry-After"))
+	r.retryAfter = retryAfter(r.status, resp.Header.Get("Retry-After"), now)
 	return r
 }
 

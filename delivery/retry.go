@@ -32,14 +32,23 @@ func (p retryPolicy) delay(n int) time.Duration {
 // maxRetryAfter caps the wait a receiver's Retry-After can ask for.
 const maxRetryAfter = time.Hour
 
-// retryAfter is the wait a 429 or 503 answer asks for with Retry-After in
-// seconds, at most maxRetryAfter; 0 when there is none to honour.
-func retryAfter(status int, header string) time.Duration {
+// retryAfter is the wait a 429 or 503 answer asks for with Retry-After,
+// in seconds or as an HTTP date (RFC 9110) taken against now, at most
+// maxRetryAfter; 0 when there is none to honour.
+func retryAfter(status int, header string, now time.Time) time.Duration {
 	if header == "" || status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
 		return 0
 	}
-	secs, err := strconv.ParseInt(strings.TrimSpace(header), 10, 64)
-	if err != nil || secs <= 0 {
+	header = strings.TrimSpace(header)
+	secs, err := strconv.ParseInt(header, 10, 64)
+	if err != nil {
+		at, derr := http.ParseTime(header)
+		if derr != nil {
+			return 0
+		}
+		return max(0, min(at.Sub(now), maxRetryAfter).Truncate(time.Second)) // a date past: none
+	}
+	if secs <= 0 {
 		return 0
 	}
 	// Capped before it is multiplied: a huge value must not overflow into

@@ -154,9 +154,15 @@ func TestRetryAfter(t *testing.T) {
 		{429, "0", 0},
 		{429, "-5", 0},
 		{429, "1.5", 0},
-		{429, "Wed, 21 Oct 2026 07:28:00 GMT", 0}, // the date form is not honoured
+		// The date form, against now (t0 + 1 s): a date past or now is none.
+		{429, t0.Add(2 * time.Minute).UTC().Format(http.TimeFormat), 2*time.Minute - time.Second},
+		{503, t0.Add(5 * time.Hour).UTC().Format(http.TimeFormat), time.Hour}, // capped
+		{429, t0.Add(-time.Minute).UTC().Format(http.TimeFormat), 0},
+		{429, t0.Add(time.Second).UTC().Format(http.TimeFormat), 0},
+		{429, "Wed, 21 Oct 2026 07:28:00", 0}, // no zone: not a date
+		{500, t0.Add(2 * time.Minute).UTC().Format(http.TimeFormat), 0},
 	} {
-		if got := retryAfter(tc.status, tc.header); got != tc.want {
+		if got := retryAfter(tc.status, tc.header, t0.Add(time.Second)); got != tc.want {
 			t.Errorf("retryAfter(%d, %q) = %s, want %s", tc.status, tc.header, got, tc.want)
 		}
 	}
