@@ -260,7 +260,9 @@ func deliveryFilter(q listQuery) (delivery.Filter, error) {
 		return f, apiError(projections.EInvalid, "status", "status must be pending, succeeded or failed")
 	}
 	if events := append(projections.WebhookEventNames(), "webhook.test"); f.Event != "" && !slices.Contains(events, f.Event) {
-		return f, apiError(projections.EInvalid, "event", "event must be one of %s, got %q", strings.Join(events, ", "), f.Event)
+		// The list is the server's own: part of the format, not an
+		// argument, which would be clipped as a request's value is.
+		return f, apiError(projections.EInvalid, "event", "event must be one of "+strings.Join(events, ", ")+", got %q", f.Event)
 	}
 	for _, p := range []struct {
 		name string
