@@ -155,6 +155,8 @@ func TestDisplayStringsRefuseControlAndBidiAndAreTrimmed(t *testing.T) {
 		{`"\ufeffAva"`, "invisible"},
 		{`"   "`, "blank"},
 		{`"\t \u00a0"`, "blank"},
+		{`"\u200b"`, "invisible characters only"},
+		{`" \u200b\u2060\u00ad\u200d "`, "invisible characters only"},
 		{`"Ava\ud800"`, "lone surrogate"},
 		{`"\udc00"`, "lone surrogate"},
 		{"\"Av\xffa\"", "UTF-8"},

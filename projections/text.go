@@ -37,13 +37,26 @@ func checkText(param, v string, min, max int) error {
 		}
 		return ParamErrorf(EInvalid, param, "must be %d to %d characters, got %d", min, max, n)
 	}
-	if strings.TrimSpace(v) == "" {
-		return ParamErrorf(EInvalid, param, "must not be blank (white space only)")
+	if blank(v) {
+		return ParamErrorf(EInvalid, param, "must not be blank (white space or invisible characters only)")
 	}
 	if strings.TrimSpace(v) != v {
 		return ParamErrorf(EInvalid, param, "must not begin or end with white space")
 	}
 	return checkChars(param, v, false)
+}
+
+// blank reports whether v shows nothing: white space and format
+// characters (Cf: zero-width space and joiners, word joiner, soft hyphen)
+// only. A format character beside visible ones is kept: joiners belong in
+// emoji sequences and several scripts.
+func blank(v string) bool {
+	for _, r := range v {
+		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkOptionalText checks a display string that may be empty.
