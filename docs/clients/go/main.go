@@ -3,7 +3,7 @@
 // ./client and runs this against `demosvc serve`). It exits non-zero on the
 // first answer that differs from what the API promises.
 //
-//	DEMOSVC_URL=http://127.0.0.1:8080 DEMOSVC_KEY=sk_… go run .
+//	DEMO_API_URL=http://127.0.0.1:8080 DEMO_API_KEY=sk_… go run .
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	if err := flow(context.Background(), os.Getenv("DEMOSVC_URL"), os.Getenv("DEMOSVC_KEY")); err != nil {
+	if err := flow(context.Background(), os.Getenv("DEMO_API_URL"), os.Getenv("DEMO_API_KEY")); err != nil {
 		fmt.Fprintln(os.Stderr, "go client flow: FAIL:", err)
 		os.Exit(1)
 	}
@@ -32,7 +32,7 @@ func main() {
 
 func flow(ctx context.Context, base, key string) error {
 	if base == "" || key == "" {
-		return fmt.Errorf("set DEMOSVC_URL and DEMOSVC_KEY")
+		return fmt.Errorf("set DEMO_API_URL and DEMO_API_KEY")
 	}
 	c, err := client.NewClientWithResponses(base, client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+key)

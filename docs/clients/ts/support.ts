@@ -54,11 +54,11 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** env returns DEMOSVC_URL and DEMOSVC_KEY, which the flows need. */
+/** env returns DEMO_API_URL and DEMO_API_KEY, which the flows need. */
 export function env(): { base: string; key: string } {
-  const base = process.env.DEMOSVC_URL;
-  const key = process.env.DEMOSVC_KEY;
-  if (!base || !key) throw new Error("set DEMOSVC_URL and DEMOSVC_KEY");
+  const base = process.env.DEMO_API_URL;
+  const key = process.env.DEMO_API_KEY;
+  if (!base || !key) throw new Error("set DEMO_API_URL and DEMO_API_KEY");
   return { base, key };
 }
 
