@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"demosvc/config"
@@ -171,11 +173,17 @@ func (c *cli) logImport(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	defer done()
+	undo := newDirUndo(cfg.DataDir)
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: quietLogger()})
 	if err != nil {
 		return c.fail(cf, "%s", openError(cfg.DataDir, err))
 	}
-	defer store.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			store.Close()
+		}
+	}()
 	reg := projections.NewRegistry()
 	imported := projections.NewState()
 	opts := eventlog.ImportOptions{Check: imported.Checker(reg, cfg.Delivery.AllowPrivateNetworks)}
@@ -189,6 +197,14 @@ func (c *cli) logImport(args []string) int {
 	}
 	n, err := eventlog.Import(store, reg, in, opts)
 	bar.finish(err == nil)
+	if err != nil {
+		// Nothing was imported: what opening the store created goes too,
+		// so that the data dir is as it was (a mistyped --data is not
+		// left holding a new, empty store).
+		store.Close()
+		closed = true
+		undo.run()
+	}
 	var ie *eventlog.ImportError
 	switch {
 	case errors.As(err, &ie):
@@ -205,6 +221,40 @@ func (c *cli) logImport(args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "{\"imported\":%d}\n", n)
 	return exitOK
+}
+
+// dirUndo removes what was created in a directory after it was made: the
+// directory itself if it did not exist, else the entries it did not hold.
+type dirUndo struct {
+	dir     string
+	existed bool
+	had     map[string]bool
+}
+
+func newDirUndo(dir string) *dirUndo {
+	u := &dirUndo{dir: dir, had: map[string]bool{}}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return u
+	}
+	u.existed = true
+	for _, e := range entries {
+		u.had[e.Name()] = true
+	}
+	return u
+}
+
+func (u *dirUndo) run() {
+	if !u.existed {
+		os.RemoveAll(u.dir)
+		return
+	}
+	entries, _ := os.ReadDir(u.dir)
+	for _, e := range entries {
+		if !u.had[e.Name()] {
+			os.RemoveAll(filepath.Join(u.dir, e.Name()))
+		}
+	}
 }
 
 // inputSize returns the size of in when it is a regular file, or -1.
