@@ -232,4 +232,9 @@ func TestAnExportStoppedByDamageEndsOnAWholeLine(t *testing.T) {
 	if lines := strings.Count(out.String(), "\n"); lines != n {
 		t.Errorf("Export wrote %d lines for %d records", lines, n)
 	}
+	// The error says what the damage is, as a reader should see it.
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "seqs 1001 to 1020") ||
+		strings.Contains(err.Error(), "carrier") || !strings.Contains(err.Error(), "log verify") {
+		t.Errorf("the export's error: %v; want ErrDamaged naming the seqs and log verify, without Pebble's carrier", err)
+	}
 }

@@ -272,12 +272,25 @@ func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
 		expect++
 	}
 	if err := it.Error(); err != nil {
-		return err
+		return l.readError(err)
 	}
 	if expect != to+1 {
 		return fmt.Errorf("%w: log ends at seq %d, durable head is %d", ErrCorrupt, expect-1, to)
 	}
 	return nil
+}
+
+// readError is a failed read of the log as a reader should see it: damage
+// Pebble found is ErrDamaged naming the file and the seqs it holds, not
+// Pebble's own error (which carries a "<corruption detail carrier>").
+func (l *Log) readError(err error) error {
+	if pebble.ExtractDataCorruptionInfo(err) == nil {
+		return err
+	}
+	if d := l.db.Damage(); d != nil {
+		return fmt.Errorf("%w: %w; `demosvc log verify` names the first bad record; restore the data dir from a backup", ErrDamaged, d)
+	}
+	return fmt.Errorf("%w: %v", ErrDamaged, pebble.ExtractDataCorruptionInfo(err).Details)
 }
 
 // ReadSeqs calls fn for the record of each seq of seqs, which must be
@@ -305,7 +318,7 @@ func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
 	for _, seq := range seqs {
 		if !it.SeekGE(logKey(seq)) {
 			if err := it.Error(); err != nil {
-				return err
+				return l.readError(err)
 			}
 			return fmt.Errorf("%w: seq %d is missing below the durable head", ErrCorrupt, seq)
 		}

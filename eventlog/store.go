@@ -79,7 +79,11 @@ type Damage struct {
 
 func (d *Damage) Error() string {
 	where := "bookkeeping keys"
-	if d.FromSeq != 0 {
+	switch {
+	case d.FromSeq != 0 && d.ToSeq == ^uint64(0):
+		// The file holds the log from FromSeq on and keys past the log.
+		where = fmt.Sprintf("seqs %d and later, and bookkeeping keys", d.FromSeq)
+	case d.FromSeq != 0:
 		where = fmt.Sprintf("seqs %d to %d", d.FromSeq, d.ToSeq)
 	}
 	return fmt.Sprintf("storage damage in %s (%s): %s", d.File, where, d.Detail)
