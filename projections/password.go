@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -45,22 +47,48 @@ var hashSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 // test can count the computations under way.
 var idKey = argon2.IDKey
 
-func boundedIDKey(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
-	hashSlots <- struct{}{}
+// hashWaiters bounds the computations waiting for a slot, so that what
+// they hold (a goroutine, a parsed form) is bounded too: past it a
+// sign-in is refused at once (ErrPasswordBusy), not queued.
+var hashWaiters = make(chan struct{}, maxHashWaiters)
+
+const maxHashWaiters = 64
+
+// ErrPasswordBusy reports that maxHashWaiters password checks already wait
+// for a core: try again in a moment.
+var ErrPasswordBusy = errors.New("too many password checks at once")
+
+// boundedIDKey is idKey in one of hashSlots, waiting for one at most while
+// ctx lasts (a client that gave up costs no argon2 run after it left).
+func boundedIDKey(ctx context.Context, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	select {
+	case hashWaiters <- struct{}{}:
+	default:
+		return nil, ErrPasswordBusy
+	}
+	defer func() { <-hashWaiters }()
+	select {
+	case hashSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	defer func() { <-hashSlots }()
-	return idKey(password, salt, time, memory, threads, keyLen)
+	return idKey(password, salt, time, memory, threads, keyLen), nil
 }
 
 // HashPassword returns the PHC string of password under argon2id with
 // PasswordParams and a fresh salt from random:
 // "$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>".
-func HashPassword(password string, random io.Reader) (string, error) {
+func HashPassword(ctx context.Context, password string, random io.Reader) (string, error) {
 	salt := make([]byte, saltBytes)
 	if _, err := io.ReadFull(random, salt); err != nil {
 		return "", fmt.Errorf("drawing a salt: %w", err)
 	}
 	pp := PasswordParams
-	sum := boundedIDKey([]byte(password), salt, pp.Time, pp.MemoryKiB, pp.Threads, hashBytes)
+	sum, err := boundedIDKey(ctx, []byte(password), salt, pp.Time, pp.MemoryKiB, pp.Threads, hashBytes)
+	if err != nil {
+		return "", err
+	}
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, pp.MemoryKiB, pp.Time, pp.Threads,
 		enc.EncodeToString(salt), enc.EncodeToString(sum)), nil
@@ -89,17 +117,21 @@ func ParsePasswordHash(phc string) (p Argon2Params, salt, sum []byte, err error)
 }
 
 // VerifyPassword reports whether password matches the PHC string, in time
-// that does not depend on how much of it matches.
-func VerifyPassword(phc, password string) bool {
+// that does not depend on how much of it matches. The error is
+// ErrPasswordBusy or ctx's: the check did not run.
+func VerifyPassword(ctx context.Context, phc, password string) (bool, error) {
 	if len(password) > maxPasswordBytes {
-		return false
+		return false, nil
 	}
 	p, salt, sum, err := ParsePasswordHash(phc)
 	if err != nil {
-		return false
+		return false, nil
 	}
-	got := boundedIDKey([]byte(password), salt, p.Time, p.MemoryKiB, p.Threads, uint32(len(sum)))
-	return subtle.ConstantTimeCompare(got, sum) == 1
+	got, err := boundedIDKey(ctx, []byte(password), salt, p.Time, p.MemoryKiB, p.Threads, uint32(len(sum)))
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare(got, sum) == 1, nil
 }
 
 // CheckPassword applies the password rules: 12 characters or more, at

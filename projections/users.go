@@ -221,7 +221,7 @@ func (p *Projections) CompleteSetup(ctx context.Context, token, email, password 
 	if p.opts.Sealer == nil {
 		return User{}, "", errors.New("no master key to seal the password hash with")
 	}
-	phc, err := HashPassword(password, p.log.IDs().Reader())
+	phc, err := HashPassword(ctx, password, p.log.IDs().Reader())
 	if err != nil {
 		return User{}, "", err
 	}
@@ -282,11 +282,15 @@ func (p *Projections) SignIn(ctx context.Context, email, password string, client
 			phc = string(b)
 		}
 	}
-	if !VerifyPassword(phc, password) || u.ID == "" || u.Disabled || len(sealed) == 0 {
+	ok, err := VerifyPassword(ctx, phc, password)
+	if err != nil {
+		return User{}, "", err
+	}
+	if !ok || u.ID == "" || u.Disabled || len(sealed) == 0 {
 		return User{}, "", ErrBadCredentials
 	}
 	token, hash := p.newToken()
-	_, err := p.Do(ctx, Command{
+	_, err = p.Do(ctx, Command{
 		Account: u.AccountID, Actor: u.ID,
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
 			r := s.users.byID[u.ID]

@@ -31,7 +31,7 @@ func TestPasswordHashUsesOWASPArgon2idParameters(t *testing.T) {
 	if PasswordParams != (Argon2Params{MemoryKiB: 19456, Time: 2, Threads: 1}) {
 		t.Fatalf("PasswordParams = %+v, want OWASP's m=19456 KiB, t=2, p=1", PasswordParams)
 	}
-	phc, err := HashPassword("correct horse battery", crand.Reader)
+	phc, err := HashPassword(t.Context(), "correct horse battery", crand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,13 @@ func TestPasswordHashUsesOWASPArgon2idParameters(t *testing.T) {
 	if err != nil || p != PasswordParams || len(salt) != 16 || len(sum) != 32 {
 		t.Errorf("parsed %+v salt %d hash %d err %v", p, len(salt), len(sum), err)
 	}
-	if !VerifyPassword(phc, "correct horse battery") {
+	if ok, err := VerifyPassword(t.Context(), phc, "correct horse battery"); !ok || err != nil {
 		t.Error("the right password does not verify")
 	}
-	if VerifyPassword(phc, "correct horse batterY") {
+	if ok, _ := VerifyPassword(t.Context(), phc, "correct horse batterY"); ok {
 		t.Error("a wrong password verifies")
 	}
-	again, _ := HashPassword("correct horse battery", crand.Reader)
+	again, _ := HashPassword(t.Context(), "correct horse battery", crand.Reader)
 	if again == phc {
 		t.Error("two hashes of one password are equal: the salt is not fresh")
 	}
@@ -66,7 +66,7 @@ func TestPasswordHashUsesOWASPArgon2idParameters(t *testing.T) {
 // most under way at once is counted.
 func TestPasswordHashesRunOnePerCoreAtMost(t *testing.T) {
 	cheapPasswords(t)
-	phc, err := HashPassword("correct horse battery", crand.Reader)
+	phc, err := HashPassword(t.Context(), "correct horse battery", crand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestPasswordHashesRunOnePerCoreAtMost(t *testing.T) {
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			if !VerifyPassword(phc, "correct horse battery") {
+			if ok, err := VerifyPassword(t.Context(), phc, "correct horse battery"); !ok || err != nil {
 				t.Error("the right password is refused")
 			}
 		})
@@ -99,6 +99,58 @@ func TestPasswordHashesRunOnePerCoreAtMost(t *testing.T) {
 	wg.Wait()
 	if m := most.Load(); m != min(slots, callers) {
 		t.Errorf("%d argon2 computations ran at once, want %d (one a core)", m, min(slots, callers))
+	}
+}
+
+// Password checks waiting for a core are bounded, and a caller that
+// leaves stops waiting: a flood of sign-ins from many addresses holds at
+// most maxHashWaiters goroutines, and runs no argon2 for clients gone.
+func TestPasswordChecksWaitBoundedAndLeaveWithTheirCaller(t *testing.T) {
+	cheapPasswords(t)
+	phc, err := HashPassword(t.Context(), "correct horse battery", crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running atomic.Int32
+	release := make(chan struct{})
+	real := idKey
+	idKey = func(password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) []byte {
+		running.Add(1)
+		<-release
+		return real(password, salt, time, memory, threads, keyLen)
+	}
+	t.Cleanup(func() { idKey = real })
+	slots := cap(hashSlots)
+	var wg sync.WaitGroup
+	check := func() {
+		wg.Go(func() {
+			if ok, err := VerifyPassword(context.Background(), phc, "correct horse battery"); !ok || err != nil {
+				t.Errorf("a check that waited its turn: %v, %v", ok, err)
+			}
+		})
+	}
+	for range slots {
+		check()
+	}
+	pollUntil(t, "every slot to be taken", func() bool { return int(running.Load()) == slots })
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := VerifyPassword(gone, phc, "correct horse battery"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a check whose caller left while it waited: %v, want context.Canceled", err)
+	}
+	for range maxHashWaiters - slots {
+		check()
+	}
+	pollUntil(t, "every waiter's place to be taken", func() bool { return len(hashWaiters) == maxHashWaiters })
+	if _, err := VerifyPassword(context.Background(), phc, "correct horse battery"); !errors.Is(err, ErrPasswordBusy) {
+		t.Errorf("a check past %d waiting: %v, want ErrPasswordBusy", maxHashWaiters, err)
+	}
+	for range maxHashWaiters {
+		release <- struct{}{}
+	}
+	wg.Wait()
+	if n := running.Load(); n != maxHashWaiters {
+		t.Errorf("%d argon2 computations ran, want %d: none for the caller that left or the one refused", n, maxHashWaiters)
 	}
 }
 

@@ -58,6 +58,14 @@ func (db *Dashboard) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	db.render(w, r, http.StatusOK, "login", view{Title: "Sign in", Data: loginData{Next: r.URL.Query().Get("next")}})
 }
 
+// busy reports a request refused for want of a password check's turn
+// (projections.ErrPasswordBusy), or whose client left while it waited:
+// neither is the service failing, so neither is logged as an error (a
+// flood of sign-ins would flood the log).
+func busy(r *http.Request, err error) bool {
+	return errors.Is(err, projections.ErrPasswordBusy) || r.Context().Err() != nil
+}
+
 // handleLogin signs in. Attempts are limited per client address and per
 // e-mail before any password is checked, so the limit also bounds the
 // argon2 work one client can cause. Every failure says the same thing.
@@ -85,7 +93,12 @@ func (db *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		status, msg := http.StatusUnauthorized, "Wrong e-mail or password."
-		if !errors.Is(err, projections.ErrBadCredentials) {
+		switch {
+		case errors.Is(err, projections.ErrBadCredentials):
+		case busy(r, err):
+			w.Header().Set("Retry-After", "1")
+			status, msg = http.StatusServiceUnavailable, "The service is busy signing others in. Try again in a moment."
+		default:
 			db.deps.Logger.Error("dashboard: sign in", "err", err)
 			status, msg = http.StatusServiceUnavailable, "The service could not sign you in just now. Try again."
 		}
@@ -168,6 +181,11 @@ func fieldError(err error, fields map[string]string) bool {
 // failed answers an error from a command: not found is a 404 page, a
 // refused command says why, anything else is the service's fault.
 func (db *Dashboard) failed(w http.ResponseWriter, r *http.Request, err error) {
+	if busy(r, err) {
+		w.Header().Set("Retry-After", "1")
+		db.errorPage(w, r, http.StatusServiceUnavailable, "The service is busy. Try again in a moment.")
+		return
+	}
 	var e *projections.Error
 	if errors.As(err, &e) {
 		switch e.Code {
