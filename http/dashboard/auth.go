@@ -66,6 +66,15 @@ func busy(r *http.Request, err error) bool {
 	return errors.Is(err, projections.ErrPasswordBusy) || r.Context().Err() != nil
 }
 
+// emailLimitFactor is how many times an address's limit of sign-in
+// attempts an e-mail has, from all addresses together. More than one: an
+// e-mail's limit counts every attempt, a stranger's too, and were it the
+// same as an address's, one address trying a wrong password for it now and
+// then (within its own limit) would keep its owner from ever signing in.
+// One address now never can; ten at their limit can, which an address's
+// limit alone would let through.
+const emailLimitFactor = 10
+
 // handleLogin signs in. Attempts are limited per client address and per
 // e-mail before any password is checked, so the limit also bounds the
 // argon2 work one client can cause. Every failure says the same thing.
@@ -81,7 +90,7 @@ func (db *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	// key of its own, and is refused without a hash.
 	tooLong := len(email) > projections.MaxEmailBytes
 	if !db.byAddr.Take(demohttp.LimiterKey(client.Addr), limit).Allowed ||
-		!tooLong && !db.byEmail.Take(strings.ToLower(email), limit).Allowed {
+		!tooLong && !db.byEmail.Take(strings.ToLower(email), limit*emailLimitFactor).Allowed {
 		w.Header().Set("Retry-After", "60")
 		db.render(w, r, http.StatusTooManyRequests, "login", view{Title: "Sign in", Data: data,
 			Error: "Too many sign-in attempts. Wait a minute, then try again."})
