@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,6 +202,46 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	}
 	if len(seen) != 10_100 {
 		t.Errorf("%d distinct events reached the receiver, want 10,100", len(seen))
+	}
+}
+
+// A 410 disables the webhook once the attempts in flight beside it have
+// ended: their answers are recorded as the attempts they were (here a
+// second 410), not dropped and sent again as first attempts once the
+// webhook is enabled.
+func TestGoneWaitsForTheAttemptsInFlight(t *testing.T) {
+	w := openWorld(t, "")
+	var held atomic.Int32
+	both := make(chan struct{})
+	rv := newReceiver(t, func(int) (int, time.Duration) {
+		if held.Add(1) == 2 {
+			close(both)
+		}
+		<-both
+		return http.StatusGone, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg, _ := clockedConfig()
+	cfg.Concurrency = 4
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "a@example.com")
+	w.startSession(agent, "b@example.com")
+	waitFor(t, "the webhook disabled", func() bool {
+		v, err := w.state.Webhook(w.pr.Account.ID, wh.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Status == "disabled"
+	})
+	ds := deliveriesOf(t, w, wh.ID)
+	if len(ds) != 2 {
+		t.Fatalf("%d deliveries, want 2", len(ds))
+	}
+	for _, d := range ds {
+		if d.Status != StatusFailed || d.Attempts != 1 || !strings.Contains(d.LastError, "410 Gone") {
+			t.Errorf("delivery %s: %s, %d attempts, %q; want failed after its one attempt, answered 410", d.ID, d.Status, d.Attempts, d.LastError)
+		}
 	}
 }
 

@@ -422,6 +422,36 @@ func (l *loop) attempt(d Delivery) {
 // What acts on an outcome (ending the delivery, scheduling its retry,
 // disabling the webhook) waits until it is durable: see stored.
 func (l *loop) record(results ...result) error {
+	if !l.take(results...) {
+		return nil
+	}
+	if !l.retry.gone && !l.failedTooLong() {
+		return l.maybeFlush()
+	}
+	// The loop ends here. The attempts still in flight end first, so that
+	// an answer a receiver gave is recorded as the attempt it was, not
+	// dropped and sent again as a first one once the webhook is enabled;
+	// then every outcome is stored, and disable fails what is left.
+	for len(l.busy) > 0 {
+		select {
+		case r := <-l.results:
+			l.take(r)
+		case <-l.ctx.Done():
+			return l.ctx.Err()
+		}
+	}
+	if err := l.settle(); err != nil {
+		return err
+	}
+	if l.retry.gone {
+		return l.disable(projections.DisabledGone, "the receiver answered 410 Gone")
+	}
+	return l.disable(projections.DisabledFailing, fmt.Sprintf("every attempt failed for %s (delivery.disable_after)", l.dp.cfg.DisableAfter))
+}
+
+// take applies attempts' outcomes to their deliveries and queues them for
+// the next write; it reports whether any was an attempt.
+func (l *loop) take(results ...result) bool {
 	version := l.target().Version
 	failing := l.failingFor(version)
 	n := len(l.unwritten.outcomes)
@@ -438,20 +468,10 @@ func (l *loop) record(results ...result) error {
 		l.unwritten.attempts = append(l.unwritten.attempts, kept)
 	}
 	if len(l.unwritten.outcomes) == n {
-		return nil
+		return false
 	}
 	l.failing, l.failingVersion = failing, version
-	if !l.retry.gone && !l.failedTooLong() {
-		return l.maybeFlush()
-	}
-	// The loop ends here: every outcome is stored first.
-	if err := l.settle(); err != nil {
-		return err
-	}
-	if l.retry.gone {
-		return l.disable(projections.DisabledGone, "the receiver answered 410 Gone")
-	}
-	return l.disable(projections.DisabledFailing, fmt.Sprintf("every attempt failed for %s (delivery.disable_after)", l.dp.cfg.DisableAfter))
+	return true
 }
 
 // maybeFlush flushes the outcomes recorded since the last write when they
@@ -596,10 +616,14 @@ func (l *loop) disable(reason, detail string) error {
 	now := l.dp.clock.Now().Unix()
 	for id, d := range l.pending {
 		if l.busy[id] {
-			continue
+			continue // none is: record waits for the attempts in flight before it disables
 		}
 		d.Status, d.NextAttemptAt, d.UpdatedAt = StatusFailed, 0, now
-		d.LastError = "not sent: the webhook was disabled (" + reason + ")"
+		if d.Attempts == 0 {
+			d.LastError = "not sent: the webhook was disabled (" + reason + ")"
+		} else {
+			d.LastError += "; not retried: the webhook was disabled (" + reason + ")"
+		}
 		failed = append(failed, d)
 	}
 	// The failing mark goes with them: enabled again, the webhook
