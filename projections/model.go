@@ -35,10 +35,17 @@ func ParseID(prefix, s string) (ID, bool) {
 }
 
 // canonicalID returns id as FormatID renders it if it parses as an id of
-// prefix, else id unchanged (for the lookup to refuse).
+// prefix, else id unchanged (for the lookup to refuse). An id with no
+// upper-case letter is returned as it is, without parsing or allocating:
+// the lower-case form is FormatID's.
 func canonicalID(prefix, id string) string {
-	if v, ok := ParseID(prefix, id); ok {
-		return FormatID(prefix, v)
+	for i := 0; i < len(id); i++ {
+		if 'A' <= id[i] && id[i] <= 'Z' {
+			if v, ok := ParseID(prefix, id); ok {
+				return FormatID(prefix, v)
+			}
+			return id
+		}
 	}
 	return id
 }

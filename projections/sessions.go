@@ -179,7 +179,7 @@ func (p *Projections) ProgressSession(ctx context.Context, pr Principal, session
 		if f == (Figures{}) {
 			return nil, nil
 		}
-		events := []any{&SessionProgressed{SessionID: FormatID(PrefixSession, ses.id), IntentScore: f.IntentScore, Signals: f.Signals, DurationSeconds: f.DurationSeconds}}
+		events := []any{&SessionProgressed{SessionID: canonicalID(PrefixSession, sessionID), IntentScore: f.IntentScore, Signals: f.Signals, DurationSeconds: f.DurationSeconds}}
 		return append(events, hotEvent(ses, f.IntentScore, p.opts.HotThreshold)...), nil
 	})
 }
@@ -202,7 +202,7 @@ func (p *Projections) CompleteSession(ctx context.Context, pr Principal, session
 		if err := requireInProgress(ses, "completed"); err != nil {
 			return nil, err
 		}
-		events := []any{&SessionCompleted{SessionID: FormatID(PrefixSession, ses.id), IntentScore: *f.IntentScore, Signals: *f.Signals,
+		events := []any{&SessionCompleted{SessionID: canonicalID(PrefixSession, sessionID), IntentScore: *f.IntentScore, Signals: *f.Signals,
 			DurationSeconds: *f.DurationSeconds, ReplayURL: *f.ReplayURL}}
 		return append(events, hotEvent(ses, f.IntentScore, p.opts.HotThreshold)...), nil
 	})
@@ -218,7 +218,7 @@ func (p *Projections) AbandonSession(ctx context.Context, pr Principal, sessionI
 		if err := requireInProgress(ses, "abandoned"); err != nil {
 			return nil, err
 		}
-		return []any{&SessionAbandoned{SessionID: FormatID(PrefixSession, ses.id), IntentScore: f.IntentScore, Signals: f.Signals,
+		return []any{&SessionAbandoned{SessionID: canonicalID(PrefixSession, sessionID), IntentScore: f.IntentScore, Signals: f.Signals,
 			DurationSeconds: f.DurationSeconds, ReplayURL: f.ReplayURL}}, nil
 	})
 }
@@ -243,7 +243,7 @@ func (p *Projections) BookMeeting(ctx context.Context, pr Principal, sessionID s
 		if ses.status == abandoned {
 			return nil, Errorf(EInvalidState, "session %s is abandoned; a meeting can be booked on a session in_progress or completed", sessionID)
 		}
-		return []any{&MeetingBooked{SessionID: FormatID(PrefixSession, ses.id), ScheduledAt: at, CalendarLink: in.CalendarLink}}, nil
+		return []any{&MeetingBooked{SessionID: canonicalID(PrefixSession, sessionID), ScheduledAt: at, CalendarLink: in.CalendarLink}}, nil
 	})
 }
 
