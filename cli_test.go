@@ -29,9 +29,9 @@ func TestLockMessageTrustsServeJSONOnlyWhileItsProcessRuns(t *testing.T) {
 	}
 }
 
-// A data dir of another user is not opened: the files a command created
-// there would be its user's, and the service's user could no longer open
-// the store. Needs root, to give the data dir away.
+// A data dir of another user is not opened by root: the files a command
+// created there would be root's, and the service's user could no longer
+// open the store. Needs root, to give the data dir away.
 func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving a data dir to another user needs root")
@@ -53,6 +53,18 @@ func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 	err := checkOwner(theirs)
 	if err == nil || !strings.Contains(err.Error(), "belongs to") || !strings.Contains(err.Error(), "sudo -u ") {
 		t.Fatalf("another user's data dir: %v; want a refusal saying whose it is and how to run as them", err)
+	}
+	// Root's own data dir, group-writable for the service (Kubernetes'
+	// fsGroup, or install -o root -g demosvc -m 2770): taken.
+	ours := filepath.Join(dir, "ours")
+	if err := os.Mkdir(ours, 0o2770); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ours, 0, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOwner(ours); err != nil {
+		t.Fatalf("root's group-writable data dir: %v", err)
 	}
 }
 

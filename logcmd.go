@@ -173,6 +173,9 @@ func (c *cli) logImport(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	defer done()
+	if err := checkOwner(cfg.DataDir); err != nil {
+		return c.fail(cf, "%v", err)
+	}
 	undo := newDirUndo(cfg.DataDir)
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: quietLogger()})
 	if err != nil {

@@ -12,13 +12,18 @@ import (
 	"syscall"
 )
 
-// checkOwner refuses to open a data dir that belongs to another user than
-// the one running this command: every file the store creates (a WAL, a
-// MANIFEST, the head mark) would be this user's, mode 0600, and the data
-// dir's owner, the service's user, could no longer open it. It is the
-// mistake of `sudo demosvc accounts list` on a stopped service's data dir.
-// A data dir that does not exist yet is this command's to create.
+// checkOwner refuses root a data dir that belongs to another user: every
+// file the store creates (a WAL, a MANIFEST, the head mark) would be
+// root's, mode 0600, and the data dir's owner, the service's user, could
+// no longer open it. It is the mistake of `sudo demosvc accounts list` on
+// a stopped service's data dir. Only root: any other user either may
+// write the data dir (a group-writable one, as Kubernetes' fsGroup makes)
+// or is refused by the file system itself. A data dir that does not exist
+// yet is this command's to create.
 func checkOwner(dataDir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
 	fi, err := os.Stat(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -27,7 +32,7 @@ func checkOwner(dataDir string) error {
 		return fmt.Errorf("data dir %s: %w", dataDir, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) == os.Geteuid() {
+	if !ok || st.Uid == 0 {
 		return nil
 	}
 	uid := strconv.FormatUint(uint64(st.Uid), 10)
@@ -35,7 +40,8 @@ func checkOwner(dataDir string) error {
 	if u, err := user.LookupId(uid); err == nil {
 		owner, sudo = "user "+u.Username, u.Username
 	}
-	return fmt.Errorf("data dir %s belongs to %s, not to this command's uid %d: files it created there would be "+
-		"uid %d's, and %s could no longer open the store; run it as %s (sudo -u %s demosvc …), or while the "+
-		"server runs, which answers it through its admin socket", dataDir, owner, os.Geteuid(), os.Geteuid(), owner, owner, sudo)
+	return fmt.Errorf("data dir %s belongs to %s, and this command runs as root: files it created there would be "+
+		"root's, and %s could no longer open the store; run it as %s (sudo -u %s demosvc …), or while the "+
+		"server runs, which answers it through its admin socket; if root is to own the data dir, chown -R it first",
+		dataDir, owner, owner, owner, sudo)
 }

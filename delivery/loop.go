@@ -440,6 +440,10 @@ func (l *loop) record(results ...result) error {
 			return l.ctx.Err()
 		}
 	}
+	if !l.retry.gone && !l.failedTooLong() {
+		// One of them succeeded: the receiver is not failing after all.
+		return l.maybeFlush()
+	}
 	if err := l.settle(); err != nil {
 		return err
 	}

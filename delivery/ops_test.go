@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"demosvc/eventlog"
@@ -498,6 +500,60 @@ func TestTestEventAndAttemptDetail(t *testing.T) {
 			t.Errorf("test of a disabled webhook: %v", err)
 		}
 	})
+}
+
+// An attempt in flight when the failures reach delivery.disable_after is
+// waited for, and when it succeeds the webhook is not failing after all:
+// it stays enabled, rather than disabled beside a delivery that succeeded.
+func TestAnAttemptInFlightThatSucceedsKeepsTheWebhookEnabled(t *testing.T) {
+	w := openWorld(t, "")
+	release := make(chan struct{})
+	var rv *receiver
+	rv = newReceiver(t, func(n int) (int, time.Duration) {
+		if bytes.Contains(rv.all()[n-1].body, []byte("late@")) {
+			<-release
+			return http.StatusOK, 0
+		}
+		return http.StatusInternalServerError, 0
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Concurrency = 0, 4
+	cfg.DisableAfter = 5 * 24 * time.Hour
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "first@example.com")
+	waitFor(t, "the first failure", func() bool { return allStatus(t, w, wh.ID, 1, StatusFailed) })
+	clock.Advance(5 * 24 * time.Hour)
+	w.startSession(agent, "late@example.com")
+	waitFor(t, "the late attempt in flight", func() bool { return rv.count() == 2 })
+	w.startSession(agent, "third@example.com")
+	failed := w.m.metrics.attempts.WithLabelValues(string(verdictFailed))
+	waitFor(t, "the third's failure taken by the loop", func() bool { return testutil.ToFloat64(failed) == 2 })
+	close(release)
+	waitFor(t, "the late delivery to succeed", func() bool {
+		for _, d := range deliveriesOf(t, w, wh.ID) {
+			if d.Status == StatusSucceeded {
+				return true
+			}
+		}
+		return false
+	})
+	w.startSession(agent, "fourth@example.com") // written after the outcomes: the loop has moved on
+	waitFor(t, "the fourth attempt, or the webhook disabled", func() bool {
+		v, _ := w.state.Webhook(w.pr.Account.ID, wh.ID)
+		return rv.count() == 4 || v.Status == "disabled"
+	})
+	if v, _ := w.state.Webhook(w.pr.Account.ID, wh.ID); v.Status != "enabled" {
+		t.Errorf("the webhook is %s (%s) though an attempt succeeded, want enabled", v.Status, v.DisabledReason)
+	}
 }
 
 func TestFailingWebhookIsDisabledAndAnotherIsTold(t *testing.T) {

@@ -132,6 +132,11 @@ func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (re
 	if err := checkBackup(dest, head, opts.Registry); err != nil {
 		return res, err
 	}
+	// Stopped during the check (Ctrl-C, the client gone): nothing is left
+	// in dest, as for a copy stopped earlier.
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
 	res.Bytes, err = dirSize(dest)
 	return res, err
 }

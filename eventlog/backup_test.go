@@ -220,3 +220,19 @@ func TestABackupOfADamagedLogFailsAndLeavesNothing(t *testing.T) {
 		t.Errorf("a failed backup left %s (%v)", dest, err)
 	}
 }
+
+// A backup whose caller is gone by the end (Ctrl-C during the chain's
+// verification) leaves nothing, as one stopped while copying does.
+func TestABackupStoppedAtItsEndLeavesNothing(t *testing.T) {
+	h := openHarness(t, "")
+	h.append(10)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dest := filepath.Join(t.TempDir(), "bk")
+	if _, err := h.store.Backup(ctx, dest, BackupOptions{Registry: testRegistry()}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Backup with its caller gone = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(dest); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a stopped backup left %s (%v)", dest, err)
+	}
+}

@@ -47,15 +47,15 @@ var hashSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 // test can count the computations under way.
 var idKey = argon2.IDKey
 
-// hashWaiters bounds the computations waiting for a slot, so that what
-// they hold (a goroutine, a parsed form) is bounded too: past it a
-// sign-in is refused at once (ErrPasswordBusy), not queued.
+// hashWaiters bounds the computations running or waiting for a slot, so
+// that what they hold (a goroutine, a parsed form) is bounded too: past it
+// a sign-in is refused at once (ErrPasswordBusy), not queued.
 var hashWaiters = make(chan struct{}, maxHashWaiters)
 
 const maxHashWaiters = 64
 
-// ErrPasswordBusy reports that maxHashWaiters password checks already wait
-// for a core: try again in a moment.
+// ErrPasswordBusy reports that maxHashWaiters password checks already run
+// or wait for a core: try again in a moment.
 var ErrPasswordBusy = errors.New("too many password checks at once")
 
 // boundedIDKey is idKey in one of hashSlots, waiting for one at most while
