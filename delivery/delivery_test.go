@@ -227,13 +227,7 @@ func TestGoneWaitsForTheAttemptsInFlight(t *testing.T) {
 	agent := w.newAgent()
 	w.startSession(agent, "a@example.com")
 	w.startSession(agent, "b@example.com")
-	waitFor(t, "the webhook disabled", func() bool {
-		v, err := w.state.Webhook(w.pr.Account.ID, wh.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Status == "disabled"
-	})
+	waitFor(t, "the webhook disabled", func() bool { return w.webhookStatus(wh.ID) == "disabled" })
 	ds := deliveriesOf(t, w, wh.ID)
 	if len(ds) != 2 {
 		t.Fatalf("%d deliveries, want 2", len(ds))
@@ -255,13 +249,7 @@ func TestGoneDisablesTheWebhook(t *testing.T) {
 	w.start(cfg)
 	agent := w.newAgent()
 	w.startSession(agent, "a@example.com")
-	waitFor(t, "the webhook disabled", func() bool {
-		v, err := w.state.Webhook(w.pr.Account.ID, wh.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Status == "disabled"
-	})
+	waitFor(t, "the webhook disabled", func() bool { return w.webhookStatus(wh.ID) == "disabled" })
 	ds := deliveriesOf(t, w, wh.ID)
 	if len(ds) != 1 || ds[0].Status != StatusFailed || ds[0].Attempts != 1 || !strings.Contains(ds[0].LastError, "410 Gone") {
 		t.Errorf("deliveries %+v", ds)

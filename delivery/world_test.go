@@ -79,6 +79,16 @@ func newSwitchableReceiver(t *testing.T) (*receiver, *atomic.Bool) {
 	return rv, healthy
 }
 
+// webhookStatus returns a webhook's status: enabled or disabled.
+func (w *world) webhookStatus(id string) string {
+	w.t.Helper()
+	v, err := w.state.Webhook(w.pr.Account.ID, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return v.Status
+}
+
 func (rv *receiver) count() int {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
