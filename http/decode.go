@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -32,7 +33,12 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 		if errors.As(err, &tooBig) {
 			return nil, apiError(EPayloadTooLarge, "", "the request body is larger than %d bytes", tooBig.Limit)
 		}
-		return nil, apiError(projections.EInvalid, "", "reading the request body: %v", err)
+		// The reader's own error names the server's socket addresses (a
+		// timeout's "read tcp A->B: i/o timeout"): not for the client.
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return nil, apiError(projections.EInvalid, "", "the request body did not arrive within the server's read timeout")
+		}
+		return nil, apiError(projections.EInvalid, "", "the request body could not be read: it ended early or is malformed")
 	}
 	return body, decodeStrict(body, v)
 }

@@ -120,6 +120,12 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !ex.wrote {
 				answerError(f.logger, ex, r, apiError(projections.EInternal, "", "internal error"))
+			} else {
+				// Part of an answer is out: ending it normally would hand
+				// the client a cut list or export that looks whole. The
+				// connection is reset instead, once this function has
+				// written the request's line below.
+				defer panic(http.ErrAbortHandler)
 			}
 		}
 		// One monotonic reading: time.Now would read the wall clock as

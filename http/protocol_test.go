@@ -36,6 +36,17 @@ func TestHeadIsServedOnEveryGetRoute(t *testing.T) {
 	if code != http.StatusMethodNotAllowed || !strings.Contains(string(b), "allowed: GET, HEAD, POST") {
 		t.Errorf("DELETE /v1/agents: %d %s; want 405 listing GET, HEAD, POST", code, b)
 	}
+	// Without a key the same request learns nothing of the route: a 401,
+	// with no Allow header naming its methods.
+	req, _ := http.NewRequest("DELETE", l.url+"/v1/agents", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Allow") != "" {
+		t.Errorf("DELETE /v1/agents without a key: %d, Allow %q; want 401 and no Allow", resp.StatusCode, resp.Header.Get("Allow"))
+	}
 }
 
 func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {

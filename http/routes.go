@@ -43,8 +43,11 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 			}
 		}
 		slices.SortFunc(allow, func(a, b string) int { return methodOrder(a) - methodOrder(b) })
-		w.Header().Set("Allow", strings.Join(allow, ", "))
+		// Set only once the caller is let in (under /v1, authenticated):
+		// a 401 with it would tell which methods a path has.
+		w.Header().Del("Allow")
 		h := func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
 			answerError(logger, w, r, apiError(EMethodNotAllowed, "",
 				"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow")))
 		}

@@ -227,7 +227,7 @@ func TestReadJSONTakesEveryDeclaredLength(t *testing.T) {
 		{"exact, past the presized size", large, -2, "", ""},
 		{"unknown", "ok", -1, "", ""},
 		{"unknown and too large", strings.Repeat("x", 70<<10), -1, "payload_too_large", "65536 bytes"},
-		{"more than sent", "ok", 40, "invalid_request", "reading the request body"},
+		{"more than sent", "ok", 40, "invalid_request", "the request body could not be read: it ended early"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"name":"` + tc.value + `"}`
