@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"demosvc/config"
 	"demosvc/delivery"
 	"demosvc/eventlog"
@@ -121,6 +123,13 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	// Client connections share the open-file limit with Pebble's files,
+	// the webhooks' connections and the admin socket: without a bound, idle
+	// connections nobody authenticates could take every file handle, and
+	// Pebble could then create no table. At the bound, new connections
+	// wait in the kernel's backlog to be accepted.
+	maxConns := maxConnections(cfg.HTTP.MaxConnections)
+	apiLn = netutil.LimitListener(apiLn, maxConns)
 	infoPath := filepath.Join(cfg.DataDir, serveInfoFile)
 	if err := writeServeInfo(infoPath, apiLn.Addr().String()); err != nil {
 		apiLn.Close()
@@ -155,7 +164,8 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	hangupsDone := make(chan struct{})
 	defer close(hangupsDone)
 	go onHangup(logger, hangups, hangupsDone, cert)
-	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "", "head_seq", log.DurableSeq())
+	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "",
+		"max_connections", maxConns, "head_seq", log.DurableSeq())
 
 	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
 	if err != nil {
@@ -353,4 +363,18 @@ func advertised(cfg *config.Config, listening net.Addr) string {
 		return cfg.Cluster.Advertise
 	}
 	return listening.String()
+}
+
+// maxConnections is http.max_connections, or when it is 0 half the
+// process's open-file limit (at least 32), which leaves the other half to
+// the store, the webhooks' connections and the cluster.
+func maxConnections(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	n := 1024 // when the limit cannot be read
+	if lim, ok := openFileLimit(); ok && lim < 1<<30 {
+		n = int(lim)
+	}
+	return max(32, n/2)
 }

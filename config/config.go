@@ -38,6 +38,7 @@ type Config struct {
 		ReadTimeout       time.Duration // http.read_timeout
 		WriteTimeout      time.Duration // http.write_timeout
 		IdleTimeout       time.Duration // http.idle_timeout
+		MaxConnections    int           // http.max_connections; 0: half the open-file limit
 		ShutdownTimeout   time.Duration // http.shutdown_timeout
 		TrustedProxies    string        // http.trusted_proxies: comma-separated CIDRs or addresses
 		ClientIPHeader    string        // http.client_ip_header: X-Forwarded-For or Forwarded

@@ -46,6 +46,8 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.HTTP.WriteTimeout }, func(c *Config) error { return positive(c.HTTP.WriteTimeout) }},
 	{"http.idle_timeout", "how long an idle keep-alive connection stays open",
 		func(c *Config) any { return &c.HTTP.IdleTimeout }, func(c *Config) error { return positive(c.HTTP.IdleTimeout) }},
+	{"http.max_connections", "client connections served at once; more wait to be accepted (0: half the process's open-file limit)",
+		func(c *Config) any { return &c.HTTP.MaxConnections }, func(c *Config) error { return between(c.HTTP.MaxConnections, 0, math.MaxInt) }},
 	{"http.shutdown_timeout", "time allowed for in-flight requests on shutdown",
 		func(c *Config) any { return &c.HTTP.ShutdownTimeout }, func(c *Config) error { return positive(c.HTTP.ShutdownTimeout) }},
 	{"http.trusted_proxies", "comma-separated CIDRs or addresses of reverse proxies whose http.client_ip_header names the client (empty = trust none)",
