@@ -425,7 +425,8 @@ func (l *loop) record(results ...result) error {
 	if !l.take(results...) {
 		return nil
 	}
-	if !l.retry.gone && !l.failedTooLong() {
+	ending := func() bool { return l.retry.gone || l.failedTooLong() }
+	if !ending() {
 		return l.maybeFlush()
 	}
 	// The loop ends here. The attempts still in flight end first, so that
@@ -440,7 +441,7 @@ func (l *loop) record(results ...result) error {
 			return l.ctx.Err()
 		}
 	}
-	if !l.retry.gone && !l.failedTooLong() {
+	if !ending() {
 		// One of them succeeded: the receiver is not failing after all.
 		return l.maybeFlush()
 	}
@@ -618,10 +619,8 @@ func (l *loop) apply(r result) *Delivery {
 func (l *loop) disable(reason, detail string) error {
 	var failed []*Delivery
 	now := l.dp.clock.Now().Unix()
-	for id, d := range l.pending {
-		if l.busy[id] {
-			continue // none is: record waits for the attempts in flight before it disables
-		}
+	// No delivery is busy: record waits for the attempts in flight first.
+	for _, d := range l.pending {
 		d.Status, d.NextAttemptAt, d.UpdatedAt = StatusFailed, 0, now
 		if d.Attempts == 0 {
 			d.LastError = "not sent: the webhook was disabled (" + reason + ")"

@@ -44,6 +44,17 @@ func TestIdsSentInUpperCaseReachTheLogAndWebhooksInLowerCase(t *testing.T) {
 
 	upper := regexp.MustCompile(`"(agt|ses|con)_[0-9a-z]*[A-Z]`)
 	sent := 0
+	// checkWebhook counts the webhook a record is sent as, if any, and
+	// checks that its data names ids in lower case.
+	checkWebhook := func(rec *eventlog.Record, old string) {
+		if name, data, ok := e.p.WebhookEvent(rec); ok {
+			sent++
+			b, _ := json.Marshal(data)
+			if upper.Match(b) {
+				t.Errorf("webhook %s of %srecord %d holds an id in upper case: %s", name, old, rec.Seq, b)
+			}
+		}
+	}
 	err = e.log.Read(1, e.log.DurableSeq(), func(rec *eventlog.Record) error {
 		j, err := e.log.Registry().ToJSON(rec, false)
 		if err != nil {
@@ -53,13 +64,7 @@ func TestIdsSentInUpperCaseReachTheLogAndWebhooksInLowerCase(t *testing.T) {
 		if upper.Match(b) {
 			t.Errorf("record %d (%s) holds an id in upper case: %s", rec.Seq, rec.Type, b)
 		}
-		if name, data, ok := e.p.WebhookEvent(rec); ok {
-			sent++
-			b, _ := json.Marshal(data)
-			if upper.Match(b) {
-				t.Errorf("webhook %s of record %d holds an id in upper case: %s", name, rec.Seq, b)
-			}
-		}
+		checkWebhook(rec, "")
 		return nil
 	})
 	if err != nil {
@@ -111,13 +116,7 @@ func TestIdsSentInUpperCaseReachTheLogAndWebhooksInLowerCase(t *testing.T) {
 	e = openEnv(t, dir, DefaultOptions) // replays the records above
 	sent = 0
 	err = e.log.Read(from, e.log.DurableSeq(), func(rec *eventlog.Record) error {
-		if name, data, ok := e.p.WebhookEvent(rec); ok {
-			sent++
-			b, _ := json.Marshal(data)
-			if upper.Match(b) {
-				t.Errorf("webhook %s of an old record %d holds an id in upper case: %s", name, rec.Seq, b)
-			}
-		}
+		checkWebhook(rec, "an old ")
 		return nil
 	})
 	if err != nil {
