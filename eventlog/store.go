@@ -12,11 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/time/rate"
 )
 
 // PebbleDir is the directory inside the data dir that holds Pebble's files.
@@ -64,6 +66,7 @@ type Store struct {
 	fsys   vfs.FS
 	fence  sync.RWMutex
 	logger *slog.Logger
+	plog   *pebbleLogger
 	damage atomic.Pointer[Damage]
 }
 
@@ -149,7 +152,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s = &Store{lock: lock, dir: dataDir, fsys: fsys, logger: logger}
+	s = &Store{lock: lock, dir: dataDir, fsys: fsys, logger: logger, plog: newPebbleLogger(logger, time.Now)}
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:                    fsys,
 		Lock:                  lock,
@@ -164,7 +167,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		// when it opens (one way: demosvc builds older than this one use
 		// the same Pebble, which reads it).
 		FormatMajorVersion: pebble.FormatFlushableIngestExcises,
-		Logger:             pebbleLogger{logger},
+		Logger:             s.plog,
 		EventListener:      &pebble.EventListener{DataCorruption: s.noteDamage},
 	})
 	if err != nil {
@@ -259,13 +262,14 @@ type StoreStats struct {
 	Compactions    int64
 	CompactionDebt uint64 // bytes compactions estimate they still have to write
 	L0Tables       int64  // level 0's tables: many slow reads, and 4 × l0CompactionThreshold sublevels of them stall writes
+	Errors         uint64 // errors Pebble reported (failed flushes, compactions, file removals), logged or not
 }
 
 // Stats returns the store's StoreStats now.
 func (s *Store) Stats() StoreStats {
 	m := s.db.Metrics()
 	st := StoreStats{DiskBytes: m.DiskSpaceUsage(), Compactions: m.Compact.Count,
-		CompactionDebt: m.Compact.EstimatedDebt, L0Tables: m.Levels[0].TablesCount}
+		CompactionDebt: m.Compact.EstimatedDebt, L0Tables: m.Levels[0].TablesCount, Errors: s.plog.errors.Load()}
 	for _, l := range m.Levels {
 		st.FlushedBytes += l.TableBytesFlushed
 		st.CompactedBytes += l.TableBytesCompacted
@@ -591,15 +595,48 @@ func (s *Store) logEmpty() (bool, error) {
 }
 
 // pebbleLogger routes Pebble's messages into slog: informational ones at
-// debug level, errors at error level.
-type pebbleLogger struct{ l *slog.Logger }
+// debug level, errors at error level. Pebble retries a failing flush or
+// compaction at once and reports each failure, so errors are counted
+// (StoreStats.Errors) but logged only in bursts of errorBurst, then one a
+// second, each line after a gap saying how many it left out.
+type pebbleLogger struct {
+	l          *slog.Logger
+	now        func() time.Time
+	errors     atomic.Uint64
+	mu         sync.Mutex
+	limit      *rate.Limiter
+	suppressed uint64
+}
 
-func (p pebbleLogger) Infof(format string, args ...any) {
+// errorBurst is how many of Pebble's errors are logged at once before the
+// rest are limited to one a second.
+const errorBurst = 10
+
+func newPebbleLogger(l *slog.Logger, now func() time.Time) *pebbleLogger {
+	return &pebbleLogger{l: l, now: now, limit: rate.NewLimiter(rate.Every(time.Second), errorBurst)}
+}
+
+func (p *pebbleLogger) Infof(format string, args ...any) {
 	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
 }
 
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+func (p *pebbleLogger) Errorf(format string, args ...any) {
+	p.errors.Add(1)
+	p.mu.Lock()
+	if !p.limit.AllowN(p.now(), 1) {
+		p.suppressed++
+		p.mu.Unlock()
+		return
+	}
+	left := p.suppressed
+	p.suppressed = 0
+	p.mu.Unlock()
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	if left > 0 {
+		p.l.Error(msg, "errors_not_logged_since_last", left)
+		return
+	}
+	p.l.Error(msg)
 }
 
 // Fatalf panics with a pebbleFatal. Pebble calls it when a commit fails
@@ -607,7 +644,7 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 // succeeded, so carrying on would acknowledge a write that is not durable.
 // The log's writer recovers the panic and stops accepting writes; anywhere
 // else the panic ends the process, which is what Pebble asks for.
-func (p pebbleLogger) Fatalf(format string, args ...any) {
+func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error("pebble fatal: " + msg)
 	panic(pebbleFatal(msg))

@@ -175,7 +175,7 @@ var refusedWrites = &logThrottle{interval: 10 * time.Second}
 // as metrics, read once per scrape.
 type storeCollector struct{ store *eventlog.Store }
 
-var storeDescs = struct{ disk, flushed, compacted, compactions, debt, l0 *prometheus.Desc }{
+var storeDescs = struct{ disk, flushed, compacted, compactions, debt, l0, errors *prometheus.Desc }{
 	disk: prometheus.NewDesc("demosvc_store_disk_bytes",
 		"Bytes of the data dir's storage engine on disk: tables, WAL and its other files.", nil, nil),
 	flushed: prometheus.NewDesc("demosvc_store_flushed_bytes_total",
@@ -188,11 +188,13 @@ var storeDescs = struct{ disk, flushed, compacted, compactions, debt, l0 *promet
 		"Bytes compactions estimate they still have to write to reach their target shape.", nil, nil),
 	l0: prometheus.NewDesc("demosvc_store_l0_tables",
 		"Tables in the storage engine's level 0; a growing count means compactions fall behind.", nil, nil),
+	errors: prometheus.NewDesc("demosvc_store_errors_total",
+		"Errors the storage engine reported since start-up (a failed flush, compaction or file removal, each retry counted); the log shows the first ten of a burst, then one a second.", nil, nil),
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{storeDescs.disk, storeDescs.flushed, storeDescs.compacted,
-		storeDescs.compactions, storeDescs.debt, storeDescs.l0} {
+		storeDescs.compactions, storeDescs.debt, storeDescs.l0, storeDescs.errors} {
 		ch <- d
 	}
 }
@@ -205,4 +207,5 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeDescs.compactions, prometheus.CounterValue, float64(st.Compactions))
 	ch <- prometheus.MustNewConstMetric(storeDescs.debt, prometheus.GaugeValue, float64(st.CompactionDebt))
 	ch <- prometheus.MustNewConstMetric(storeDescs.l0, prometheus.GaugeValue, float64(st.L0Tables))
+	ch <- prometheus.MustNewConstMetric(storeDescs.errors, prometheus.CounterValue, float64(st.Errors))
 }

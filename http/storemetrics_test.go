@@ -21,7 +21,7 @@ func TestMetricsShowTheStoresFigures(t *testing.T) {
 		return v
 	}
 	for _, name := range []string{"demosvc_store_compacted_bytes_total", "demosvc_store_compactions_total",
-		"demosvc_store_compaction_debt_bytes", "demosvc_store_l0_tables"} {
+		"demosvc_store_compaction_debt_bytes", "demosvc_store_l0_tables", "demosvc_store_errors_total"} {
 		read(name) // present, a number
 	}
 	flushed, tables := read("demosvc_store_flushed_bytes_total"), read("demosvc_store_l0_tables")
