@@ -69,6 +69,10 @@ func jsonForPlainError(p []byte) ([]byte, bool) {
 	if !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
 		return nil, false
 	}
+	if bytes.HasPrefix(p, expectationFailed) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) {
+		return jsonAnswer(http.StatusExpectationFailed, ErrorObject{Code: EExpectationFailed,
+			Message: "the Expect header asks for something other than 100-continue, the only expectation this server meets"}), true
+	}
 	line, _, ok := bytes.Cut(p, []byte("\r\n"))
 	if !ok || !bytes.HasPrefix(p[len(line):], []byte(plainErrorHeaders)) {
 		return nil, false
@@ -92,8 +96,24 @@ func jsonForPlainError(p []byte) ([]byte, bool) {
 	if code != http.StatusBadRequest && code != http.StatusRequestHeaderFieldsTooLarge && code != http.StatusNotImplemented {
 		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(code), " ", "_"))
 	}
+	return jsonAnswer(code, e), true
+}
+
+// expectationFailed begins net/http's answer to an Expect header other
+// than 100-continue: a 417 with no body, written through the response
+// (so with a Date header) before any handler runs. No handler of this API
+// answers 417.
+var expectationFailed = []byte("HTTP/1.1 417 Expectation Failed\r\n")
+
+// EExpectationFailed is the code of a request whose Expect header asks for
+// anything but 100-continue (417).
+const EExpectationFailed = "expectation_failed"
+
+// jsonAnswer is a whole answer with status code and e as its body; the
+// connection closes after it, as it does after net/http's own.
+func jsonAnswer(code int, e ErrorObject) []byte {
 	body, _ := json.Marshal(ErrorBody{Error: e})
 	body = append(body, '\n')
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body), true
+		code, http.StatusText(code), len(body), body)
 }

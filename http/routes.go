@@ -36,6 +36,14 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 	// no fixed order, and always lists OPTIONS, which this API does not
 	// serve.
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "*" {
+			// The router answers the server-wide target "*" with every
+			// method it serves; net/http has already answered OPTIONS *.
+			w.Header().Del("Allow")
+			answerError(logger, w, req, apiError(projections.EInvalid, "",
+				"the request target * names no resource; it is for OPTIONS only"))
+			return
+		}
 		var allow []string
 		for _, m := range strings.Split(w.Header().Get("Allow"), ", ") {
 			if m != http.MethodOptions && m != "" {
