@@ -337,6 +337,63 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	waitAdvancing(t, clock, time.Second, "all delivered", deliveriesAre(t, w, wh.ID, 20+breakerFailures, succeeded))
 }
 
+// A test asked for while the breaker is open is sent at once, not after
+// a failing delivery's next retry: it checks a receiver just repaired, and
+// its success closes the breaker, so the events held back follow.
+func TestATestIsSentWhileTheBreakerIsOpen(t *testing.T) {
+	w := openWorld(t, "")
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Backoff = 50, time.Hour // no retry falls due unless the clock moves an hour
+	w.start(cfg)
+	agent := w.newAgent()
+	for i := range breakerFailures {
+		w.startSession(agent, fmt.Sprintf("first%d@example.com", i))
+	}
+	waitAdvancing(t, clock, time.Second, "a failed attempt of each of the first deliveries recorded", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		for _, d := range ds {
+			if d.Attempts == 0 {
+				return false
+			}
+		}
+		return len(ds) == breakerFailures
+	})
+	const held = 5
+	for i := range held {
+		w.startSession(agent, fmt.Sprintf("held%d@example.com", i))
+	}
+	w.throughLoop(wh.ID)
+	if n := len(deliveriesOf(t, w, wh.ID)); n != breakerFailures {
+		t.Fatalf("%d deliveries built while the receiver fails, want the first %d only", n, breakerFailures)
+	}
+	healthy.Store(true)
+	v, err := w.m.SendTest(t.Context(), w.pr, wh.ID, "repaired?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := v.(Delivery)
+	waitFor(t, "the test delivered, the clock unmoved", func() bool {
+		d, err := w.m.Delivery(wh.ID, test.ID)
+		return err == nil && d.Status == StatusSucceeded
+	})
+	waitFor(t, "the events held back delivered once the test closed the breaker", func() bool {
+		ok := 0
+		for _, d := range deliveriesOf(t, w, wh.ID) {
+			if d.Status == StatusSucceeded && d.Event == "contact.created" {
+				ok++
+			}
+		}
+		return ok == held
+	})
+	for _, d := range deliveriesOf(t, w, wh.ID) {
+		if strings.Contains(string(d.Body), "first") && (d.Status != StatusPending || d.Attempts != 1) {
+			t.Errorf("a first delivery %s is %s after %d attempts; want pending until its retry falls due", d.ID, d.Status, d.Attempts)
+		}
+	}
+}
+
 // A receiver that refuses one event and takes the others: that event's
 // retries never hold back the webhook's later events (the breaker counts
 // failing deliveries, not attempts).

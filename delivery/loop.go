@@ -36,6 +36,10 @@ type loop struct {
 	// (Dispatcher.fanOut): the loop reads only its account's records.
 	wake chan struct{}
 	seqs []uint64 // collect's seqs, kept for the next
+	// probeTo is the seq of the newest webhook.test record asked for
+	// (Dispatcher.probe): the loop reads up to it even with the breaker
+	// open.
+	probeTo atomic.Uint64
 
 	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
 	failing        int64                              // unix ms since every attempt failed; 0: not failing
@@ -136,16 +140,24 @@ func (l *loop) run() error {
 		}
 		head := l.dp.log.DurableSeq()
 		paused := l.retry.paused(len(l.pending))
+		to := head
+		if probe := l.probeTo.Load(); paused && cursor < probe && len(l.pending) < maxPending {
+			// A test asked for while the breaker is open: read up to its
+			// record, so that it is sent now rather than after a failing
+			// delivery's next retry (it checks a receiver just repaired,
+			// and its success closes the breaker).
+			paused, to = false, min(head, probe)
+		}
 		more := false
 		if head > cursor && paused {
 			l.setLag(cursor, head) // it grows while the loop reads nothing
 		}
-		if head > cursor && !paused {
+		if to > cursor && !paused {
 			// One chunk at a time, between attempts: a backlog never
 			// keeps this webhook from sending, nor its free slots idle
 			// while the chunk is built.
 			l.dispatch()
-			if cursor, more, err = l.collect(cursor, head); err != nil {
+			if cursor, more, err = l.collect(cursor, to); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"time"
@@ -76,6 +77,44 @@ func buildDelivery(rec *eventlog.Record, wh, name string, data any, id string, n
 	return &Delivery{ID: id, WebhookID: wh, EventID: rec.ID, Event: name, Seq: rec.Seq, Body: body,
 		Status: StatusPending, NextAttemptAt: now.UnixMilli(), CreatedAt: now.Unix(), UpdatedAt: now.Unix(),
 		EventAt: rec.Time.UnixMilli()}, nil
+}
+
+// SendTest records a webhook.test event for webhook wh of pr's account
+// and answers its delivery, pending (a Replay under an Idempotency-Key
+// already used): the one path of POST /v1/webhooks/{id}/test and the
+// dashboard's button. The test is sent at once even while the webhook's
+// breaker is open (see probe), so that a receiver just repaired can be
+// checked without waiting for a failing delivery's next retry; its
+// success closes the breaker.
+func (dp *Dispatcher) SendTest(ctx context.Context, pr projections.Principal, wh, message string, idem *projections.Idempotency) (any, error) {
+	id := dp.NewDeliveryID()
+	var seq uint64
+	v, err := dp.state.TestWebhook(ctx, pr, wh, message, id, idem, func(rec *eventlog.Record) any {
+		seq = rec.Seq
+		return TestDelivery(rec, id, wh, nil)
+	})
+	if err == nil && seq > 0 {
+		dp.probe(wh, seq)
+	}
+	return v, err
+}
+
+// probe has webhook wh's loop read its records up to seq, where a test was
+// asked for, even while its breaker is open.
+func (dp *Dispatcher) probe(wh string, seq uint64) {
+	dp.mu.Lock()
+	l := dp.loops[wh]
+	dp.mu.Unlock()
+	if l == nil {
+		return // disabled or not yet started: it reads the record when it starts
+	}
+	for {
+		old := l.probeTo.Load()
+		if old >= seq || l.probeTo.CompareAndSwap(old, seq) {
+			break
+		}
+	}
+	l.poke()
 }
 
 // TestDelivery is the delivery of a webhook.test record, as the loop

@@ -436,17 +436,14 @@ func TestTestEventAndAttemptDetail(t *testing.T) {
 	wh := w.register(srv.URL, "lead.hot") // not subscribed to anything sent here
 	cfg, _ := clockedConfig()
 	w.start(cfg)
-	id := w.m.NewDeliveryID()
-	var answered Delivery
-	_, err := w.state.TestWebhook(t.Context(), w.pr, wh.ID, "hello", id, nil, func(rec *eventlog.Record) any {
-		answered = TestDelivery(rec, id, wh.ID, nil)
-		return answered
-	})
+	v, err := w.m.SendTest(t.Context(), w.pr, wh.ID, "hello", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if answered.ID != id || answered.Status != StatusPending || answered.Event != "webhook.test" {
-		t.Fatalf("answer %+v", answered)
+	answered, _ := v.(Delivery)
+	id := answered.ID
+	if !strings.HasPrefix(id, PrefixDelivery) || answered.Status != StatusPending || answered.Event != "webhook.test" {
+		t.Fatalf("answer %+v", v)
 	}
 	var d DeliveryDetail
 	waitFor(t, "the test delivery succeeded", func() bool {

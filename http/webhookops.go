@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"demosvc/delivery"
-	"demosvc/eventlog"
 	"demosvc/projections"
 )
 
@@ -125,19 +124,8 @@ func (s *Server) handleTestWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, err := SendTest(r.Context(), s.deps.State, s.deps.Deliveries, principal(w), param(w, "id"), in.Message, idem)
+	v, err := s.deps.Deliveries.SendTest(r.Context(), principal(w), param(w, "id"), in.Message, idem)
 	s.respond(w, r, http.StatusCreated, v, err)
-}
-
-// SendTest records a webhook.test event for webhook wh and answers its
-// delivery (a delivery.Delivery, or a Replay under an Idempotency-Key):
-// the one path of the API's POST /v1/webhooks/{id}/test and the
-// dashboard's button.
-func SendTest(ctx context.Context, st *projections.Projections, dp *delivery.Dispatcher, pr projections.Principal,
-	wh, message string, idem *projections.Idempotency) (any, error) {
-	id := dp.NewDeliveryID()
-	return st.TestWebhook(ctx, pr, wh, message, id, idem,
-		func(rec *eventlog.Record) any { return delivery.TestDelivery(rec, id, wh, nil) })
 }
 
 // windowInput is the body of POST /v1/webhooks/{id}/recover and /replay.

@@ -183,7 +183,7 @@ func (db *Dashboard) handleTestWebhook(w http.ResponseWriter, r *http.Request, c
 	}
 	ctx, cancel := contextWithTimeout(r, opsWait)
 	defer cancel()
-	v, err := demohttp.SendTest(ctx, db.deps.State, db.deps.Deliveries, c.principal(), wh.ID, r.PostForm.Get("message"), nil)
+	v, err := db.deps.Deliveries.SendTest(ctx, c.principal(), wh.ID, r.PostForm.Get("message"), nil)
 	if err != nil {
 		db.opFailed(w, r, err)
 		return

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"demosvc/delivery"
-	demohttp "demosvc/http"
 	"demosvc/projections"
 )
 
@@ -281,7 +280,7 @@ func TestWebhookRecoverContinues(t *testing.T) {
 	rv.failing.Store(true)
 	const n = projections.MaxRedelivery + 3
 	for i := range n {
-		if _, err := demohttp.SendTest(context.Background(), w.p, w.dp, w.pr, wh, "m", nil); err != nil {
+		if _, err := w.dp.SendTest(context.Background(), w.pr, wh, "m", nil); err != nil {
 			t.Fatal(i, err)
 		}
 	}
