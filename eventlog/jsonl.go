@@ -46,6 +46,12 @@ func (r *Registry) ToJSON(rec *Record, export bool) (*JSONRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	if export && replacedInvalidUTF8(data) {
+		// JSON cannot carry the bytes: the line would not match its hash,
+		// and an import of it would fail. Say so now. (A display shows
+		// them as U+FFFD.)
+		return nil, fmt.Errorf("record %d (%s): its payload holds text that is not valid UTF-8, which JSON cannot carry", rec.Seq, rec.Type)
+	}
 	out := &JSONRecord{
 		Seq: rec.Seq, ID: rec.ID, Type: rec.Type, Version: rec.Version, Time: rec.Time.UTC(),
 		AccountID: rec.Account, Actor: rec.Actor, Data: data,
@@ -58,6 +64,28 @@ func (r *Registry) ToJSON(rec *Record, export bool) (*JSONRecord, error) {
 		}
 	}
 	return out, nil
+}
+
+// replacedInvalidUTF8 reports whether json.Marshal replaced bytes that are
+// not UTF-8 in data: it writes each as the escape \ufffd, and never
+// writes that escape otherwise (a real U+FFFD goes out as itself, and a
+// backslash of the text as \\).
+func replacedInvalidUTF8(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`\ufffd`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		slashes := 0
+		for k := j - 1; k >= 0 && data[k] == '\\'; k-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // redactSealed replaces every {"$sealed":…} object in data by "[sealed]".

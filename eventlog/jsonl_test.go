@@ -570,3 +570,39 @@ func TestEmptyActorAndTrailingBracketsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestToJSONRefusesTextJSONCannotCarry: a payload string that is not
+// UTF-8 would reach an export as U+FFFD, a line its hash does not match;
+// an export says so instead (a display shows U+FFFD), while U+FFFD itself
+// and text that reads like the escape go out unchanged.
+func TestToJSONRefusesTextJSONCannotCarry(t *testing.T) {
+	reg := testRegistry()
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{
+		{"hi \xff there", false},
+		{`a backslash then \` + "\xfe", false},
+		{"hi \ufffd there", true},
+		{`hi \ufffd there`, true},
+		{`hi \\ufffd there`, true},
+	} {
+		name, version, payload, err := reg.Encode(note{Text: tc.text, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &Record{Seq: 7, ID: "evt_x", Type: name, Version: version, Time: testTime, Payload: payload}
+		for _, export := range []bool{true, false} {
+			j, err := reg.ToJSON(rec, export)
+			if tc.ok && err != nil {
+				t.Errorf("ToJSON(%q, export %v): %v", tc.text, export, err)
+			}
+			if !tc.ok && !export && (err != nil || !strings.Contains(string(j.Data), `\ufffd`)) {
+				t.Errorf("display of %q = %+v, %v; want it shown with U+FFFD", tc.text, j, err)
+			}
+			if !tc.ok && export && (err == nil || !strings.Contains(err.Error(), "record 7 (note)") || !strings.Contains(err.Error(), "not valid UTF-8")) {
+				t.Errorf("ToJSON(%q, export %v) = %+v, %v; want an error naming record 7 and the bad UTF-8", tc.text, export, j, err)
+			}
+		}
+	}
+}

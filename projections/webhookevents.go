@@ -2,6 +2,7 @@ package projections
 
 import (
 	"slices"
+	"unicode/utf8"
 
 	"demosvc/eventlog"
 )
@@ -174,10 +175,23 @@ func (p *WebhookSecretRotated) Validate() error {
 	return checkIDField("webhook_id", PrefixWebhook, p.WebhookID)
 }
 
+// checkTestMessage checks a test event's message: at most maxTestMessage
+// bytes of UTF-8 (a dashboard form can send any bytes; JSON cannot carry
+// others, so an export would alter them and its import fail).
+func checkTestMessage(m string) error {
+	if len(m) > maxTestMessage {
+		return ParamErrorf(EInvalid, "message", "must be at most %d bytes", maxTestMessage)
+	}
+	if !utf8.ValidString(m) {
+		return ParamErrorf(EInvalid, "message", "must be valid UTF-8")
+	}
+	return nil
+}
+
 // Validate checks a webhook.test_requested payload.
 func (p *WebhookTestRequested) Validate() error {
-	if len(p.Message) > maxTestMessage {
-		return ParamErrorf(EInvalid, "message", "must be at most %d bytes", maxTestMessage)
+	if err := checkTestMessage(p.Message); err != nil {
+		return err
 	}
 	return firstError(checkIDField("webhook_id", PrefixWebhook, p.WebhookID), checkIDField("delivery_id", "dlv_", p.DeliveryID))
 }

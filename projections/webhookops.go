@@ -144,8 +144,8 @@ func errDisabled(w *webhook) error {
 // path. answer renders the command's answer from the event's record.
 func (p *Projections) TestWebhook(ctx context.Context, pr Principal, webhookID, message, deliveryID string,
 	idem *Idempotency, answer func(rec *eventlog.Record) any) (any, error) {
-	if len(message) > maxTestMessage {
-		return nil, ParamErrorf(EInvalid, "message", "must be at most %d bytes", maxTestMessage)
+	if err := checkTestMessage(message); err != nil {
+		return nil, err
 	}
 	if message == "" {
 		message = "This is a test event from demosvc."

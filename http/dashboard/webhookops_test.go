@@ -208,9 +208,12 @@ func TestWebhookTestEventAppearsInTheAttemptLog(t *testing.T) {
 	if !strings.Contains(body, `<li id="`+dlv+`" data-status="succeeded">`) || !strings.Contains(body, "webhook.test") {
 		t.Errorf("the attempt log does not show the test delivery %s:\n%s", dlv, section(body, "deliveries"))
 	}
-	resp, _ = do(t, w.srv, "POST", "/webhooks/"+wh+"/test", tok, url.Values{"message": {strings.Repeat("x", 5000)}})
-	if resp.StatusCode != http.StatusConflict {
-		t.Errorf("a too long message: %d, want 409", resp.StatusCode)
+	head := w.p.Seq()
+	for what, m := range map[string]string{"a too long message": strings.Repeat("x", 5000), "a message not in UTF-8": "hi \xff there"} {
+		resp, body = do(t, w.srv, "POST", "/webhooks/"+wh+"/test", tok, url.Values{"message": {m}})
+		if resp.StatusCode != http.StatusConflict || w.p.Seq() != head {
+			t.Errorf("%s: %d, log head %d → %d; want 409 and nothing recorded\n%s", what, resp.StatusCode, head, w.p.Seq(), section(body, "main"))
+		}
 	}
 }
 
