@@ -379,8 +379,10 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 		return nil, "", errors.New(`"account_id" is required`)
 	case len(j.Data) == 0 || string(j.Data) == "null":
 		return nil, "", errors.New(`"data" is required`)
-	case j.ID != "" && !strings.HasPrefix(j.ID, "evt_"):
-		return nil, "", fmt.Errorf("id %q must start with evt_", j.ID)
+	case j.ID != "" && !canonicalEventID(j.ID):
+		return nil, "", fmt.Errorf("id %q must be evt_ and a ULID in lower case, as the service writes them", j.ID)
+	case j.Time.UTC().Year() < 1970 || j.Time.UTC().Year() > 9999:
+		return nil, "", fmt.Errorf("time %s is not between the years 1970 and 9999", j.Time.UTC().Format(time.RFC3339Nano))
 	}
 	if j.Version == 0 {
 		j.Version = reg.Latest(j.Type)
@@ -403,6 +405,18 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 
 // derivedEventID gives a hand-written record without an id a stable one:
 // the ULID of its time with entropy derived from its seq.
+// canonicalEventID reports whether id is an event id as the service
+// writes it: evt_ and a ULID in lower case. Receivers dedupe on it and
+// send it as a header, so an import takes nothing else.
+func canonicalEventID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "evt_")
+	if !ok || len(rest) != ulid.EncodedSize || strings.ToLower(rest) != rest {
+		return false
+	}
+	_, err := ulid.ParseStrict(rest)
+	return err == nil
+}
+
 func derivedEventID(seq uint64, t time.Time) string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], seq)

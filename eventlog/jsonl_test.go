@@ -351,6 +351,11 @@ func TestImportRefusesABadLineAndImportsNothing(t *testing.T) {
 		{"seq that repeats", edit(func(r map[string]any) { r["seq"] = 1 }), 2, "does not continue"},
 		{"seq that does not start at one", `{"seq":2,"type":"note","time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 1, "does not continue"},
 		{"id without evt_", edit(func(r map[string]any) { r["id"] = "ord_01jd0000000000000000000000" }), 2, "evt_"},
+		{"id that is not a ULID", edit(func(r map[string]any) { r["id"] = "evt_bad\r\nid" }), 2, "a ULID in lower case"},
+		{"id in upper case", edit(func(r map[string]any) { r["id"] = "evt_01JD0000000000000000000000" }), 2, "a ULID in lower case"},
+		{"id too long", edit(func(r map[string]any) { r["id"] = "evt_01jd00000000000000000000000" }), 2, "a ULID in lower case"},
+		{"time before 1970", good + `{"type":"note","time":"1969-12-31T23:59:59Z","account_id":"a","data":{}}` + "\n", 2, "not between the years 1970 and 9999"},
+		{"time of year 0 by its offset", good + `{"type":"note","time":"0000-01-01T00:00:00+01:00","account_id":"a","data":{}}` + "\n", 2, "not between the years 1970 and 9999"},
 		{"line numbers count blank lines", good + "\n   \n" + `{"type":"nope","time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 4, "unknown event type"},
 		{"line too long", good + `{"type":"note","time":"2026-11-21T12:00:00Z","account_id":"a","data":{"text":"` + strings.Repeat("x", maxImportLine) + `"}}` + "\n", 2, "too long"},
 	} {
