@@ -153,6 +153,14 @@ func (p *UserSignedIn) Validate() error {
 	if err := checkHash("token_hash", p.TokenHash); err != nil {
 		return err
 	}
+	// A sign-in keeps 300 bytes of the user agent (earlier releases up to
+	// 900, replacing each byte not UTF-8); the address is the TCP peer's.
+	if len(p.UserAgent) > 1024 {
+		return ParamErrorf(EInvalid, "user_agent", "must be at most 1024 bytes")
+	}
+	if len(p.ClientAddr) > 256 {
+		return ParamErrorf(EInvalid, "client_addr", "must be at most 256 bytes")
+	}
 	return checkStamp("expires_at", p.ExpiresAt)
 }
 

@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"demosvc/eventlog"
 )
@@ -191,10 +193,14 @@ type ClientInfo struct {
 }
 
 func clip(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
+	s = strings.ToValidUTF8(s, "\uFFFD") // a header may hold any bytes; the log holds UTF-8
+	if len(s) <= n {
+		return s
 	}
-	return string([]rune(s)) // drops a split last rune as U+FFFD rather than keeping bad UTF-8
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // not a rune cut in two
+	}
+	return s[:n]
 }
 
 // CompleteSetup uses a setup link: it creates the first admin (with email,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // cheapPasswords lowers argon2's cost for the length of a test: a stored
@@ -355,5 +357,80 @@ func dumpUsers(b *strings.Builder, s *State) {
 	}
 	for _, h := range slices.SortedFunc(maps.Keys(s.users.sessions), compareHash) {
 		fmt.Fprintf(b, "session %x %+v\n", h, *s.users.sessions[h])
+	}
+}
+
+// TestPruningSessionsByExpiryRemovesWhatAScanWould: sign-ins that prune
+// by the expiry heap leave the same sessions as the scan of every session
+// they replace would, through sign-outs, a user's sessions ended, and a
+// token signed in again with another expiry.
+func TestPruningSessionsByExpiryRemovesWhatAScanWould(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var u userState
+	u.init()
+	want := map[[sha256.Size]byte]userSession{}
+	now := int64(1_000_000)
+	for i := range 20_000 {
+		now += int64(rng.IntN(3))
+		var h [sha256.Size]byte
+		h[0], h[1] = byte(rng.IntN(64)), byte(rng.IntN(4)) // tokens come back
+		switch rng.IntN(10) {
+		case 0:
+			delete(u.sessions, h) // a sign-out
+			delete(want, h)
+		case 1:
+			user := fmt.Sprint("u", rng.IntN(4))
+			u.endSessions(user)
+			for k, ses := range want {
+				if ses.userID == user {
+					delete(want, k)
+				}
+			}
+		default:
+			ses := userSession{userID: fmt.Sprint("u", rng.IntN(4)), signedInAt: now, expiresAt: now + int64(rng.IntN(60))}
+			u.pruneSessions(now)
+			u.addSession(h, &ses)
+			for k, w := range want {
+				if w.expiresAt <= now {
+					delete(want, k)
+				}
+			}
+			want[h] = ses
+		}
+		if len(u.sessions) != len(want) {
+			t.Fatalf("step %d: %d sessions kept, want %d", i, len(u.sessions), len(want))
+		}
+		for k, w := range want {
+			if got := u.sessions[k]; got == nil || *got != w {
+				t.Fatalf("step %d: session %x = %+v, want %+v", i, k[:2], got, w)
+			}
+		}
+	}
+}
+
+// TestASignInKeepsABoundedUserAgentInUTF8: whatever bytes a User-Agent
+// header holds, a sign-in records at most 300 bytes of UTF-8 (and an
+// import refuses a user agent or address longer than any sign-in wrote).
+func TestASignInKeepsABoundedUserAgentInUTF8(t *testing.T) {
+	for _, ua := range []string{strings.Repeat("\xff", 400), strings.Repeat("a\xff", 200), strings.Repeat("é", 200), strings.Repeat("a", 299) + "é", "short \xfe agent"} {
+		got := clip(ua, 300)
+		clean := strings.ToValidUTF8(ua, "\ufffd")
+		if len(got) > 300 || len(clean) > 300 && len(got) < 297 || len(clean) <= 300 && got != clean || !utf8.ValidString(got) || !strings.HasPrefix(clean, got) {
+			t.Errorf("clip(%q…) = %d bytes %q…, want 297 to 300 bytes of UTF-8 from its start", ua[:10], len(got), got[:min(len(got), 10)])
+		}
+	}
+	ok := UserSignedIn{UserID: "usr_01m80s8vkm2e8k3np7nbv61qm2", TokenHash: strings.Repeat("ab", 32), ExpiresAt: "2026-11-27T12:00:00Z",
+		UserAgent: strings.Repeat("\ufffd", 300), ClientAddr: "2001:db8::1"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a sign-in an earlier release could write: %v", err)
+	}
+	for param, bad := range map[string]UserSignedIn{
+		"user_agent":  {UserID: ok.UserID, TokenHash: ok.TokenHash, ExpiresAt: ok.ExpiresAt, UserAgent: strings.Repeat("a", 4<<20)},
+		"client_addr": {UserID: ok.UserID, TokenHash: ok.TokenHash, ExpiresAt: ok.ExpiresAt, ClientAddr: strings.Repeat("1", 300)},
+	} {
+		var e *Error
+		if err := bad.Validate(); !errors.As(err, &e) || e.Param != param {
+			t.Errorf("a sign-in with a long %s: %v, want it refused on %s", param, err, param)
+		}
 	}
 }

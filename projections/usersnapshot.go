@@ -73,6 +73,6 @@ func (s *State) decodeUsers(r *snapReader) {
 	for i, n := 0, r.len(); i < n && r.err == nil; i++ {
 		var h [sha256.Size]byte
 		r.fixed(h[:])
-		u.sessions[h] = &userSession{userID: r.str(), signedInAt: r.int(), expiresAt: r.int(), clientAddr: r.str(), userAgent: r.str()}
+		u.addSession(h, &userSession{userID: r.str(), signedInAt: r.int(), expiresAt: r.int(), clientAddr: r.str(), userAgent: r.str()})
 	}
 }

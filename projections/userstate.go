@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"container/heap"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -51,6 +52,47 @@ type userState struct {
 	order    []*userRec          // creation order
 	links    map[[sha256.Size]byte]*setupLink
 	sessions map[[sha256.Size]byte]*userSession
+	expiries expiryHeap // every session's expiry, soonest first (see pruneSessions)
+}
+
+// sessionExpiry is a session's expiry, as a sign-in set it.
+type sessionExpiry struct {
+	at int64
+	h  [sha256.Size]byte
+}
+
+// expiryHeap is a container/heap of sessionExpiry, soonest first.
+type expiryHeap []sessionExpiry
+
+func (e expiryHeap) Len() int           { return len(e) }
+func (e expiryHeap) Less(i, j int) bool { return e[i].at < e[j].at }
+func (e expiryHeap) Swap(i, j int)      { e[i], e[j] = e[j], e[i] }
+func (e *expiryHeap) Push(x any)        { *e = append(*e, x.(sessionExpiry)) }
+func (e *expiryHeap) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+// addSession keeps ses under h, and its expiry.
+func (u *userState) addSession(h [sha256.Size]byte, ses *userSession) {
+	u.sessions[h] = ses
+	heap.Push(&u.expiries, sessionExpiry{at: ses.expiresAt, h: h})
+}
+
+// pruneSessions removes every session expired at now, which keeps the map
+// bounded by the live sessions: the same sessions a scan of the whole map
+// would remove, found in O(log n) each. An expiry whose session has since
+// ended, or been signed in again with another expiry, is dropped as it
+// comes up.
+func (u *userState) pruneSessions(now int64) {
+	for len(u.expiries) > 0 && u.expiries[0].at <= now {
+		e := heap.Pop(&u.expiries).(sessionExpiry)
+		if ses := u.sessions[e.h]; ses != nil && ses.expiresAt <= now {
+			delete(u.sessions, e.h)
+		}
+	}
 }
 
 func (u *userState) init() {
@@ -180,12 +222,8 @@ func (s *State) applyUserSignedIn(rec *eventlog.Record, p *UserSignedIn) error {
 		return err
 	}
 	now := unix(rec.Time)
-	for k, ses := range s.users.sessions {
-		if ses.expiresAt <= now { // keeps the map bounded by live sessions
-			delete(s.users.sessions, k)
-		}
-	}
-	s.users.sessions[h] = &userSession{userID: u.ID, signedInAt: now, expiresAt: exp, clientAddr: p.ClientAddr, userAgent: p.UserAgent}
+	s.users.pruneSessions(now)
+	s.users.addSession(h, &userSession{userID: u.ID, signedInAt: now, expiresAt: exp, clientAddr: p.ClientAddr, userAgent: p.UserAgent})
 	return nil
 }
 
