@@ -95,6 +95,7 @@ func TestScripts(t *testing.T) {
 			"held":       cmdHeld,
 			"release":    cmdRelease,
 			"waithttp":   cmdWaitHTTP,
+			"waitfile":   cmdWaitFile,
 		},
 	})
 }
@@ -480,6 +481,27 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("GET %s never matched %s; last: %s", args[2], args[3], body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// waitfile FILE REGEXP waits until FILE exists and its content matches
+// REGEXP (30 s at most).
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitfile FILE REGEXP")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(ts.MkAbs(args[0]))
+		if re.Match(b) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s never matched %s; last: %q", args[0], args[1], b)
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}

@@ -124,6 +124,66 @@ func TestADamagedWALIsNotSilentlyShorter(t *testing.T) {
 	}
 }
 
+// TestADamagedWALAfterACrashIsNotSilentlyShorter: with the mark kept
+// moving as a server keeps it, records acknowledged after the last clean
+// close and then lost with a damaged WAL, after a crash, are noticed.
+func TestADamagedWALAfterACrashIsNotSilentlyShorter(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(5)
+	if err := h.log.MarkHead(); err != nil { // a snapshot's, or the last close's
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.log.KeepHeadMarked(ctx, time.Millisecond, func(err error) { t.Errorf("marking the head: %v", err) })
+	}()
+	h.append(50)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := readHeadMark(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Seq == 55 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the head mark names seq %d, want 55", m.Seq)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-done
+	// A crash: the store goes without the log's close, which would mark
+	// the head itself.
+	h.store.Close()
+	h.store, h.log = nil, nil
+	wals, err := filepath.Glob(filepath.Join(dir, PebbleDir, "*.log"))
+	if err != nil || len(wals) == 0 {
+		t.Fatalf("no WAL (%v)", err)
+	}
+	for _, w := range wals {
+		if fi, err := os.Stat(w); err == nil && fi.Size() > 2000 {
+			flipBytes(t, w, int(fi.Size())/2)
+		}
+	}
+	store, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("OpenStore = %v; want success or ErrDamaged", err)
+		}
+		return
+	}
+	defer store.Close()
+	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "held seq 55") {
+		t.Fatalf("OpenLog after the WAL lost records acknowledged since the last close = %v; want ErrDamaged naming seq 55", err)
+	}
+}
+
 func TestVerifyFollowReportsProgressAndFollowsNewRecords(t *testing.T) {
 	h := openHarness(t, "")
 	h.append(5)
@@ -236,5 +296,26 @@ func TestAnExportStoppedByDamageEndsOnAWholeLine(t *testing.T) {
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "seqs 1001 to 1020") ||
 		strings.Contains(err.Error(), "carrier") || !strings.Contains(err.Error(), "log verify") {
 		t.Errorf("the export's error: %v; want ErrDamaged naming the seqs and log verify, without Pebble's carrier", err)
+	}
+}
+
+// TestAHeadMarkThatIsNotJSONIsDamage: a cut or garbled log-head.json is
+// reported as damage, with the advice, not as a bare JSON error.
+func TestAHeadMarkThatIsNotJSONIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(3)
+	h.close()
+	if err := os.WriteFile(filepath.Join(dir, HeadMarkFile), []byte(`{"seq":3,"ha`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "restore the data dir from a backup") {
+		t.Fatalf("OpenLog with a cut head mark = %v; want ErrDamaged with the advice", err)
 	}
 }

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,13 +9,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The head mark is a small file beside Pebble's directory that names the
 // last record the log held when it was last closed or checkpointed. Pebble
 // reads a damaged WAL as ending early, so a log that lost its newest
 // records would otherwise open without a word; with the mark, opening
-// finds that records once durable are gone and says so.
+// finds that records once durable are gone and says so. A serving process
+// moves it every HeadMarkInterval while the log grows (KeepHeadMarked), so
+// that after a crash too only the records of that last interval could be
+// lost without a word.
 
 // HeadMarkFile is the head mark's name inside the data dir.
 const HeadMarkFile = "log-head.json"
@@ -35,7 +40,8 @@ func readHeadMark(dataDir string) (headMark, error) {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("%s: %v", HeadMarkFile, err)
+		return m, fmt.Errorf("%w: %s is not a head mark (%v): restore the data dir from a backup, "+
+			"or remove the file to open the log without checking its head", ErrDamaged, HeadMarkFile, err)
 	}
 	return m, nil
 }
@@ -114,4 +120,36 @@ func (l *Log) MarkHead() error {
 		return nil
 	}
 	return writeHeadMark(l.db.Dir(), headMark{Seq: seq, Hash: hex.EncodeToString(hash[:])})
+}
+
+// HeadMarkInterval is how often KeepHeadMarked moves the mark while the
+// log grows: one small file written and synced, beside fsyncs of the WAL
+// that run hundreds a second under load.
+const HeadMarkInterval = time.Second
+
+// KeepHeadMarked moves the head mark to the durable head every interval
+// in which the log grew, until ctx is done; a failure goes to onErr and is
+// tried again at the next interval. The mark otherwise moves only at a
+// clean close, an import or a snapshot, so that a crash followed by a
+// damaged WAL could drop records acknowledged since then without a word.
+func (l *Log) KeepHeadMarked(ctx context.Context, interval time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	marked := l.DurableSeq()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seq := l.DurableSeq()
+		if seq == marked {
+			continue
+		}
+		if err := l.MarkHead(); err != nil {
+			onErr(err)
+			continue
+		}
+		marked = seq
+	}
 }
