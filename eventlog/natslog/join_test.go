@@ -3,6 +3,7 @@ package natslog
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,28 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 	// c comes back with an empty data dir, and joins.
 	nodes[2].Close()
 	nodes[2] = nil
+	if err := os.RemoveAll(cfgs[2].Server.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	// Back with another cluster.replicas, c is refused, and the cluster
+	// keeps its three copies.
+	wrong := cfgs[2]
+	wrong.Replicas = 1
+	if n, err := Open(ctx, wrong); err == nil || !strings.Contains(err.Error(), "keeps 3 copies, but this node's cluster.replicas is 1") {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("a node asking for 1 replica of a stream of 3: %v; want it refused", err)
+	}
+	for _, name := range []string{StreamName, "KV_" + LeaseBucket} {
+		st, err := nodes[0].js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.Replicas; got != 3 {
+			t.Fatalf("%s after a node asked for 1 replica: %d replicas, want 3", name, got)
+		}
+	}
 	if err := os.RemoveAll(cfgs[2].Server.DataDir); err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if err == nil {
 			break
 		}
+		var differ *ReplicasDifferError
+		if errors.As(err, &differ) {
+			n.Close()
+			return nil, err
+		}
 		n.logger.Info("waiting for the NATS cluster to take the stream", "err", err)
 		select {
 		case <-ctx.Done():
@@ -125,12 +130,40 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// ensure creates the stream and the bucket, or finds them.
+// ReplicasDifferError refuses a node whose cluster.replicas is not the
+// replica count of the stream or bucket the cluster already has: updating
+// it would change how many copies of every acknowledged write the whole
+// cluster keeps, by one node's setting.
+type ReplicasDifferError struct {
+	Stream      string
+	Have, Asked int
+}
+
+func (e *ReplicasDifferError) Error() string {
+	return fmt.Sprintf("the cluster's stream %s keeps %d copies, but this node's cluster.replicas is %d: "+
+		"set cluster.replicas to %d, as on the other nodes (a node does not change the cluster's replication)",
+		e.Stream, e.Have, e.Asked, e.Have)
+}
+
+// ensure creates the stream and the bucket, or finds them. One that exists
+// with another replica count is a ReplicasDifferError, not changed.
 func (n *Node) ensure(ctx context.Context) error {
 	// Short attempts: while the cluster elects its meta leader a request
 	// may go unanswered, and the next one may be answered at once.
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	for _, name := range []string{StreamName, "KV_" + LeaseBucket} {
+		st, err := n.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if have := st.CachedInfo().Config.Replicas; have != n.cfg.Replicas {
+			return &ReplicasDifferError{Stream: name, Have: have, Asked: n.cfg.Replicas}
+		}
+	}
 	stream, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Subjects:    []string{subject},
