@@ -110,6 +110,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	defer log.Close()
+	if node != nil && log.ReplPos() == 0 && log.DurableSeq() > 0 {
+		// Records that no entry of the cluster's stream carries: the
+		// other nodes would never hold them, and the first write would
+		// stop them following.
+		return fmt.Errorf("data dir %s holds a log of %d records written by a single node, not through a cluster: "+
+			"a cluster node starts from an empty data dir (turning a single node into a cluster is not supported); "+
+			"start this node on a new data dir, or without cluster.enabled", cfg.DataDir, log.DurableSeq())
+	}
 	reseedAfterOpen(cfg, ids, log)
 
 	// Listen before rebuilding the state, so that /healthz answers and
