@@ -590,3 +590,32 @@ func TestOnlyTheWriterDispatches(t *testing.T) {
 		t.Fatal("a never dispatched after b stopped")
 	}
 }
+
+// TestAWriterStoppingStoresWhatItsDeliveriesFinish: at a node's shutdown
+// its deliveries stop first, while it still takes writes, so that the
+// outcomes of the attempts in flight are stored, not sent again by the
+// next writer.
+func TestAWriterStoppingStoresWhatItsDeliveriesFinish(t *testing.T) {
+	ctx, a, _ := testCluster(t)
+	dispatching := make(chan struct{})
+	stored := make(chan error, 1)
+	a.roles.Dispatch = func(dctx context.Context) {
+		close(dispatching)
+		<-dctx.Done()
+		// An attempt in flight finishes: its outcome is written.
+		stored <- a.log.WriteSync([]eventlog.Put{{Key: append([]byte{eventlog.KeyspaceDelivery}, "w1/d1"...), Value: []byte("succeeded")}}, nil, nil)
+	}
+	actx, stopA := context.WithCancel(ctx)
+	adone := make(chan struct{})
+	go func() { defer close(adone); a.node.Run(actx, a.roles) }()
+	select {
+	case <-dispatching:
+	case <-ctx.Done():
+		t.Fatal("a never dispatched")
+	}
+	stopA()
+	<-adone
+	if err := <-stored; err != nil {
+		t.Fatalf("an outcome written as the writer stops: %v; want it stored", err)
+	}
+}

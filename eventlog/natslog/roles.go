@@ -44,11 +44,14 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		done chan struct{}
 	}
 	defer func() {
-		n.writable.Store(false)
+		// The deliveries stop first, while this node still takes writes:
+		// they store the outcomes of the attempts in flight, which the
+		// next writer would otherwise send again.
 		if d.stop != nil {
 			d.stop()
 			<-d.done
 		}
+		n.writable.Store(false)
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		n.writer.release(rctx)
@@ -67,7 +70,9 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		switch {
 		case held && d.stop == nil && r.Dispatch != nil:
 			var dctx context.Context
-			dctx, d.stop = context.WithCancel(ctx)
+			// Ended by d.stop alone (not by ctx): at shutdown, only once
+			// the deferred stop has it end, while this node still writes.
+			dctx, d.stop = context.WithCancel(context.WithoutCancel(ctx))
 			d.done = make(chan struct{})
 			n.logger.Info("dispatching webhooks: this node holds the dispatcher lease")
 			go func(done chan struct{}) { defer close(done); r.Dispatch(dctx) }(d.done)
