@@ -193,16 +193,17 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isWrite(r.Method) {
-			api.ServeHTTP(w, r)
-			return
-		}
-		if err := o.Node.Following(); err != nil {
-			// The write would be made, but never reach this node's state:
-			// its answer could not be read back here.
+		if err := o.Node.Following(); err != nil && !openRoute(r.URL.Path) {
+			// A write would be made, but never reach this node's state,
+			// and a read would be answered from a state that misses
+			// every change since: a key revoked, a user disabled.
 			setRoute(w, routeCluster)
 			w.Header().Set("Retry-After", "1")
-			unavailable(w, "this node stopped following the cluster's log (see /readyz); send writes to another node")
+			unavailable(w, "this node stopped following the cluster's log (see /readyz) and serves no requests: send them to another node")
+			return
+		}
+		if !isWrite(r.Method) {
+			api.ServeHTTP(w, r)
 			return
 		}
 		if o.Node.IsWriter() {
@@ -279,6 +280,12 @@ func forwardedNode(addr string) string {
 		return "[" + addr + "]"
 	}
 	return addr
+}
+
+// openRoute reports whether path is one of the routes open to anyone,
+// which a node answers whether or not it follows the log.
+func openRoute(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
 }
 
 func isWrite(method string) bool {

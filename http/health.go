@@ -126,7 +126,7 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 		if p := h.cluster.Load(); p != nil {
 			if err := (*p).Following(); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_following",
-					"reason": err.Error() + "; this node serves what it holds and takes no writes", "applied_seq": h.log.DurableSeq(),
+					"reason": err.Error() + "; this node answers 503 to every request but /healthz, /readyz and /metrics", "applied_seq": h.log.DurableSeq(),
 					"applied_position": h.log.ReplPos()})
 				return
 			}

@@ -359,6 +359,24 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "stopped following") {
 		t.Errorf("a write sent to b = %d %s; want 503 saying b stopped following", w.Code, w.Body)
 	}
+	// Reads are refused too: b's state misses every change since it
+	// stopped, a key revoked elsewhere among them. The open routes answer.
+	for _, path := range []string{"/v1/agents", "/v1/account"} {
+		w = httptest.NewRecorder()
+		req = httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+key.Key)
+		routed.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "stopped following") {
+			t.Errorf("GET %s sent to b = %d %s; want 503 saying b stopped following", path, w.Code, w.Body)
+		}
+	}
+	for path, code := range map[string]int{"/healthz": http.StatusOK, "/metrics": http.StatusOK, "/readyz": http.StatusServiceUnavailable} {
+		w = httptest.NewRecorder()
+		routed.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != code || strings.Contains(w.Body.String(), "serves no requests") {
+			t.Errorf("GET %s on b = %d %.200s; want %d, its own answer", path, w.Code, w.Body, code)
+		}
+	}
 	// b holding the writer lease (taken before it stopped) gives it up at
 	// its next renewal, and does not take it again.
 	a.pause()

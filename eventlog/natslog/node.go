@@ -273,7 +273,7 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 			return ctx.Err()
 		case errors.Is(err, ErrNotApplied):
 			n.stopped.Store(&err)
-			n.logger.Error("stopped following the cluster's log: this node serves what it holds and takes no writes",
+			n.logger.Error("stopped following the cluster's log: this node answers 503 to every request but /healthz, /readyz and /metrics",
 				"err", err, "applied_seq", log.DurableSeq(), "position", log.ReplPos())
 			return err
 		}
