@@ -327,7 +327,7 @@ func followerStopsAt(t *testing.T, want string, events func(account string) []ev
 		t.Errorf("demosvc_cluster_following = %v; want 0", following)
 	}
 	// A node starting up does not wait to catch up with entries it will
-	// never apply: it serves what it holds.
+	// never apply: it starts, and says why.
 	if err := b.node.CatchUp(wctx, b.log); err != nil {
 		t.Errorf("CatchUp after following stopped: %v", err)
 	}

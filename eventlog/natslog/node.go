@@ -395,7 +395,8 @@ func (n *Node) Close() {
 
 // CatchUp waits until this node has applied every entry the stream held
 // when it was called, Follow has stopped for good (it then returns nil:
-// the node serves what it holds, and /readyz says why), or ctx is done.
+// the node starts, answering 503 but for /healthz, /readyz and /metrics,
+// and /readyz says why), or ctx is done.
 func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
 	head, err := n.Head(ctx)
 	if err != nil {
