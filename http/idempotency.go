@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"unicode/utf8"
 
 	"demosvc/projections"
 )
@@ -24,7 +25,7 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte
 	if key == "" {
 		return nil, true
 	}
-	if len(key) > projections.MaxIdempotencyKey {
+	if len(key) > projections.MaxIdempotencyKey && utf8.RuneCountInString(key) > projections.MaxIdempotencyKey {
 		s.writeError(w, r, apiError(projections.EInvalid, "Idempotency-Key",
 			"Idempotency-Key must be at most %d characters", projections.MaxIdempotencyKey))
 		return nil, false
@@ -46,8 +47,8 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte
 
 // replay writes a recorded answer as the first request got it.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, rep projections.Replay) {
-	if len(rep.Response) < 2 {
-		s.writeError(w, r, errors.New("a recorded idempotent response is shorter than its status"))
+	if len(rep.Response) < 2 || !validStatus(int(binary.BigEndian.Uint16(rep.Response))) {
+		s.writeError(w, r, errors.New("a recorded idempotent response does not begin with a status"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

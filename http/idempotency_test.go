@@ -1,10 +1,15 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"demosvc/eventlog"
 )
 
 // TestIdempotentAnswersReplayTheirStatusAndBodyAcrossARestart records a
@@ -66,4 +71,59 @@ func TestIdempotentAnswersReplayTheirStatusAndBodyAcrossARestart(t *testing.T) {
 	check("before a restart", ts)
 	ts.close()
 	check("after a restart", openTestServer(t, dir, nil))
+}
+
+// TestASealedAnswerUnderAnotherMasterKeyIsAnErrorObject: a webhook's
+// registration, retried after the data dir's master key changed, cannot
+// replay its sealed answer; it gets a 409 error object saying why (it
+// was a panic on a status read from the ciphertext), and nothing is
+// registered twice.
+func TestASealedAnswerUnderAnotherMasterKeyIsAnErrorObject(t *testing.T) {
+	dir := t.TempDir()
+	ts := openTestServer(t, dir, nil)
+	key := ts.key
+	const body = `{"url":"https://hooks.example.com/x","events":["lead.hot"]}`
+	const n = 20 // each answer's ciphertext is random: several, so that one passing by chance is unlikely
+	for i := range n {
+		if w := ts.do("POST", "/v1/webhooks", body, "Content-Type", "application/json", "Idempotency-Key", fmt.Sprint("wh", i)); w.Code != http.StatusCreated {
+			t.Fatalf("registering webhook %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	ts.close()
+	other := openTestServerKeyed(t, dir, nil, eventlog.StoreOptions{}, bytes.Repeat([]byte{8}, 32))
+	other.key = key
+	for i := range n {
+		w := other.do("POST", "/v1/webhooks", body, "Content-Type", "application/json", "Idempotency-Key", fmt.Sprint("wh", i))
+		var e ErrorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != http.StatusConflict || e.Error.Code != "idempotency_conflict" ||
+			!strings.Contains(e.Error.Message, "does not open under this data dir's master key") {
+			t.Fatalf("retry %d under another master key: %d %q; want 409 idempotency_conflict saying why", i, w.Code, w.Body)
+		}
+	}
+	list := other.do("GET", "/v1/webhooks?limit=100", "")
+	var page struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(list.Body.Bytes(), &page); err != nil || len(page.Data) != n {
+		t.Errorf("webhooks after the retries: %d, %v; want the %d registered once each", len(page.Data), err, n)
+	}
+}
+
+// TestAnIdempotencyKeyIsAtMost255Characters: the limit counts characters,
+// as documented, not bytes.
+func TestAnIdempotencyKeyIsAtMost255Characters(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const body = `{"name":"Ava","sandbox_url":"https://s.example.com"}`
+	for i, tc := range []struct {
+		key  string
+		code int
+	}{
+		{strings.Repeat("é", 255), http.StatusCreated},
+		{strings.Repeat("k", 255), http.StatusCreated},
+		{strings.Repeat("é", 256), http.StatusBadRequest},
+		{strings.Repeat("k", 256), http.StatusBadRequest},
+	} {
+		w := ts.do("POST", "/v1/agents", body, "Content-Type", "application/json", "Idempotency-Key", tc.key)
+		if w.Code != tc.code || tc.code == http.StatusBadRequest && !strings.Contains(w.Body.String(), "at most 255 characters") {
+			t.Errorf("case %d, a key of %d characters (%d bytes): %d %s; want %d", i, len([]rune(tc.key)), len(tc.key), w.Code, w.Body, tc.code)
+		}
+	}
 }

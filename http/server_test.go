@@ -50,6 +50,13 @@ func openTestServer(t testing.TB, dir string, mutate func(*config.Config)) *test
 // after a failed WAL sync.
 func openTestServerOn(t testing.TB, dir string, mutate func(*config.Config), storeOpts eventlog.StoreOptions) *testServer {
 	t.Helper()
+	return openTestServerKeyed(t, dir, mutate, storeOpts, bytes.Repeat([]byte{7}, 32))
+}
+
+// openTestServerKeyed is openTestServerOn with masterKey as the data dir's
+// master key.
+func openTestServerKeyed(t testing.TB, dir string, mutate func(*config.Config), storeOpts eventlog.StoreOptions, masterKey []byte) *testServer {
+	t.Helper()
 	storeOpts.Create = true
 	store, err := eventlog.OpenStore(dir, storeOpts)
 	if err != nil {
@@ -60,7 +67,7 @@ func openTestServerOn(t testing.TB, dir string, mutate func(*config.Config), sto
 		t.Fatal(err)
 	}
 	opts := projections.DefaultOptions
-	if opts.Sealer, err = eventlog.NewSealer(bytes.Repeat([]byte{7}, 32), crand.Reader); err != nil {
+	if opts.Sealer, err = eventlog.NewSealer(masterKey, crand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	state, err := projections.Open(log, opts)

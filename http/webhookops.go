@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"slices"
@@ -71,15 +72,34 @@ func (s *Server) sealAnswers(idem *projections.Idempotency) {
 	}
 }
 
-// respondSealed is respond for an answer sealAnswers recorded.
+// respondSealed is respond for an answer sealAnswers recorded. One that
+// does not open, and is not a plain answer recorded before answers were
+// sealed, was sealed under another master key: the request it answered
+// was made, and the answer is lost.
 func (s *Server) respondSealed(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if rep, ok := v.(projections.Replay); ok {
-		if opened, ok := s.deps.State.OpenAnswer(rep.Response); ok {
+		opened, ok := s.deps.State.OpenAnswer(rep.Response)
+		switch {
+		case ok:
 			v = projections.Replay{Response: opened}
+		case !plainRecord(rep.Response):
+			s.deps.Logger.Warn("an idempotent answer does not open under this data dir's master key", "path", r.URL.Path)
+			v, err = nil, apiError(projections.EIdempotencyConflict, "Idempotency-Key",
+				"the answer recorded for this Idempotency-Key does not open under this data dir's master key (it changed since): "+
+					"the request it answered was made; read its result with GET, or send another Idempotency-Key")
 		}
 	}
 	s.respond(w, r, status, v, err)
 }
+
+// plainRecord reports whether b reads as an answer recorded unsealed: a
+// status, then a JSON object.
+func plainRecord(b []byte) bool {
+	return len(b) > 2 && validStatus(int(binary.BigEndian.Uint16(b))) && b[2] == '{'
+}
+
+// validStatus reports whether code is a status an answer can have.
+func validStatus(code int) bool { return code >= 100 && code <= 599 }
 
 // rotateInput is the body of POST /v1/webhooks/{id}/rotate-secret.
 type rotateInput struct {
