@@ -108,6 +108,7 @@ func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string, bar *pr
 
 func (c *cli) logVerify(args []string) int {
 	fs, cf := c.flagSet("log verify")
+	snapshot := fs.Bool("snapshot", true, "also replay the log up to the stored snapshot and check that the snapshot is that state, byte for byte (holds a second copy of the state meanwhile)")
 	if !c.parse(fs, args, 0) {
 		return c.usageExit()
 	}
@@ -117,9 +118,16 @@ func (c *cli) logVerify(args []string) int {
 	}
 	var body bytes.Buffer
 	bar := c.newProgress("verify", false)
-	target := "/admin/log/verify"
+	q := url.Values{}
 	if bar.enabled() {
-		target += "?progress=true"
+		q.Set("progress", "true")
+	}
+	if !*snapshot {
+		q.Set("snapshot", "false")
+	}
+	target := "/admin/log/verify"
+	if len(q) > 0 {
+		target += "?" + q.Encode()
 	}
 	filter := &progressFilter{bar: bar, next: &body}
 	status, err := c.admin(cfg, http.MethodGet, target, nil, filter)
@@ -146,6 +154,9 @@ func (c *cli) logVerify(args []string) int {
 		return c.fail(cf, "%s", e.Error)
 	}
 	c.stdout.Write(body.Bytes())
+	if !res.OK && res.FirstBadSeq == 0 {
+		return c.fail(cf, "%s", res.Error)
+	}
 	if !res.OK {
 		return c.fail(cf, "the chain breaks at seq %d: %s", res.FirstBadSeq, res.Error)
 	}

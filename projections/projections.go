@@ -143,11 +143,15 @@ var replayProgressEvery uint64 = 4096
 // replayLog is ReplayLog calling progress, if set, as Options.ReplayProgress
 // says.
 func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) (*State, error) {
+	return replayLogTo(log, base, log.DurableSeq(), progress)
+}
+
+// replayLogTo is replayLog up to seq head.
+func replayLogTo(log *eventlog.Log, base *State, head uint64, progress func(seq, head uint64)) (*State, error) {
 	s := base
 	if s == nil {
 		s = NewState()
 	}
-	head := log.DurableSeq()
 	reg := log.Registry()
 	// Reading, decoding payloads and applying them run on three goroutines:
 	// on two cores a replay of a million sessions then takes about half

@@ -471,34 +471,11 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 // loadSnapshot returns the stored snapshot's state, or nil when there is
 // none usable: missing, of another version, or damaged. why says which.
 func loadSnapshot(store *eventlog.Store) (s *State, why string) {
-	mb, ok, err := store.Get(snapMetaKey)
-	if err != nil || !ok {
-		return nil, "no snapshot"
+	meta, data, why := readSnapshot(store)
+	if why != "" {
+		return nil, why
 	}
-	var meta snapMeta
-	if msgpack.Unmarshal(mb, &meta) != nil {
-		return nil, "snapshot metadata is damaged"
-	}
-	if meta.Version != snapshotVersion {
-		return nil, fmt.Sprintf("snapshot is of version %d, this code reads %d", meta.Version, snapshotVersion)
-	}
-	// Every chunk but the last is snapshotChunk long: one allocation, where
-	// growing by appends copied a million sessions' snapshot ~8 times over
-	// (half of a start-up from a snapshot).
-	if meta.Chunks < 1 || meta.Chunks > maxSnapshotChunks {
-		return nil, fmt.Sprintf("snapshot metadata names %d chunks", meta.Chunks)
-	}
-	data := make([]byte, 0, meta.Chunks*snapshotChunk)
-	for i := 0; i < meta.Chunks; i++ {
-		data, ok, err = store.AppendValue(data, snapChunkKey(meta.Slot, i))
-		if err != nil || !ok {
-			return nil, fmt.Sprintf("snapshot chunk %d is missing", i)
-		}
-	}
-	if sha256.Sum256(data) != meta.Sum {
-		return nil, "snapshot checksum does not match"
-	}
-	s, err = decodeSnapshot(data)
+	s, err := decodeSnapshot(data)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -506,4 +483,81 @@ func loadSnapshot(store *eventlog.Store) (s *State, why string) {
 		return nil, "snapshot seq does not match its metadata"
 	}
 	return s, ""
+}
+
+// readSnapshot returns the stored snapshot's metadata and bytes, checked
+// against its checksum, or why there is none usable.
+func readSnapshot(store *eventlog.Store) (meta snapMeta, data []byte, why string) {
+	mb, ok, err := store.Get(snapMetaKey)
+	if err != nil || !ok {
+		return meta, nil, "no snapshot"
+	}
+	if msgpack.Unmarshal(mb, &meta) != nil {
+		return meta, nil, "snapshot metadata is damaged"
+	}
+	if meta.Version != snapshotVersion {
+		return meta, nil, fmt.Sprintf("snapshot is of version %d, this code reads %d", meta.Version, snapshotVersion)
+	}
+	// Every chunk but the last is snapshotChunk long: one allocation, where
+	// growing by appends copied a million sessions' snapshot ~8 times over
+	// (half of a start-up from a snapshot).
+	if meta.Chunks < 1 || meta.Chunks > maxSnapshotChunks {
+		return meta, nil, fmt.Sprintf("snapshot metadata names %d chunks", meta.Chunks)
+	}
+	data = make([]byte, 0, meta.Chunks*snapshotChunk)
+	for i := 0; i < meta.Chunks; i++ {
+		data, ok, err = store.AppendValue(data, snapChunkKey(meta.Slot, i))
+		if err != nil || !ok {
+			return meta, nil, fmt.Sprintf("snapshot chunk %d is missing", i)
+		}
+	}
+	if sha256.Sum256(data) != meta.Sum {
+		return meta, nil, "snapshot checksum does not match"
+	}
+	return meta, data, ""
+}
+
+// SnapshotMismatchError reports a stored snapshot that is not the state
+// the log gives at its seq: it was altered (it checks only against its own
+// checksum when loaded), and serve would load the altered state.
+type SnapshotMismatchError struct{ Seq uint64 }
+
+func (e *SnapshotMismatchError) Error() string {
+	return fmt.Sprintf("the snapshot at seq %d is not the state the log gives at that seq: it was altered; "+
+		"restore the data dir from a backup (or start from the log alone: remove the data dir's snapshot by importing an export of the log into a new data dir)", e.Seq)
+}
+
+// CheckSnapshot replays log up to the stored snapshot's seq into a new
+// state and compares its encoding with the snapshot, byte for byte
+// (encoding is deterministic: the same state gives the same bytes). It
+// returns the snapshot's seq, 0 when there is none that serve would load
+// (missing, of another version, damaged: serve then replays the log), and
+// a *SnapshotMismatchError when it differs. It holds a second copy of the
+// state while it runs. progress, if set, is called as the replay goes.
+func CheckSnapshot(log *eventlog.Log, progress func(done, total uint64)) (uint64, error) {
+	// The stored bytes hash to meta.Sum: the replay's encoding is
+	// compared with that.
+	meta, _, why := readSnapshot(log.Store())
+	if why != "" {
+		return 0, nil // none that serve loads: it replays the log
+	}
+	if meta.Seq > log.DurableSeq() {
+		return meta.Seq, &SnapshotMismatchError{Seq: meta.Seq}
+	}
+	var report func(seq, head uint64)
+	if progress != nil {
+		report = func(seq, head uint64) { progress(seq, head) }
+	}
+	s, err := replayLogTo(log, nil, meta.Seq, report)
+	if err != nil {
+		return 0, err
+	}
+	b, err := s.encodeSnapshot()
+	if err != nil {
+		return 0, err
+	}
+	if sha256.Sum256(b) != meta.Sum {
+		return meta.Seq, &SnapshotMismatchError{Seq: meta.Seq}
+	}
+	return meta.Seq, nil
 }

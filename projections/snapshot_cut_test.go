@@ -575,3 +575,43 @@ func TestASnapshotCutHoldsListsThatGrowPastAChunk(t *testing.T) {
 	}
 	e.checkSnapshotAndTail(seq)
 }
+
+// TestCheckSnapshotFindsASnapshotTheLogDoesNotGive: a stored snapshot
+// that is the log's state at its seq passes; one altered and stored with
+// a checksum that matches it (an account renamed) is found, naming its
+// seq, though it would load.
+func TestCheckSnapshotFindsASnapshotTheLogDoesNotGive(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	if seq, err := CheckSnapshot(e.log, nil); seq != 0 || err != nil {
+		t.Fatalf("with no snapshot: %d, %v; want 0, nil", seq, err)
+	}
+	g := newOpGen(t, e, 5)
+	for range 300 {
+		g.step()
+	}
+	seq, err := e.p.SaveSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := CheckSnapshot(e.log, nil); got != seq || err != nil {
+		t.Fatalf("the snapshot as saved: %d, %v; want %d, nil", got, err, seq)
+	}
+	// A forged one: the live state altered, then saved with a checksum
+	// of its own.
+	e.p.View(func(s *State) {
+		for _, a := range s.accounts {
+			a.Name = "Mallory Corp"
+			break
+		}
+	})
+	if _, err := e.p.SaveSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if snap, why := loadSnapshot(e.store); snap == nil {
+		t.Fatalf("the forged snapshot does not load (%s): the test would prove nothing", why)
+	}
+	var sm *SnapshotMismatchError
+	if got, err := CheckSnapshot(e.log, nil); !errors.As(err, &sm) || sm.Seq != seq || got != seq {
+		t.Fatalf("the forged snapshot: %d, %v; want a SnapshotMismatchError at seq %d", got, err, seq)
+	}
+}
