@@ -42,7 +42,7 @@ func TestIdsSentInUpperCaseReachTheLogAndWebhooksInLowerCase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	upper := regexp.MustCompile(`"(agt|ses|con)_[0-9a-z]*[A-Z]`)
+	upper := regexp.MustCompile(`"(` + strings.Join([]string{PrefixAgent, PrefixSession, PrefixContact}, "|") + `)[0-9a-z]*[A-Z]`)
 	sent := 0
 	// checkWebhook counts the webhook a record is sent as, if any, and
 	// checks that its data names ids in lower case.
