@@ -119,6 +119,11 @@ func TestSSRFGuardRefusesLoopbackWithAClearError(t *testing.T) {
 }
 
 func TestBadReceiversEndInAClearError(t *testing.T) {
+	// What the 100 MB answer's handler got written before the attempt
+	// closed the connection: about maxResponseBody and the sockets'
+	// buffers, far from all of it.
+	var bigWritten atomic.Int64
+	bigDone := make(chan struct{})
 	for _, tc := range []struct {
 		name      string
 		handler   http.HandlerFunc
@@ -127,10 +132,13 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 		lastError string
 	}{
 		{"a 100 MB answer is not read", func(w http.ResponseWriter, r *http.Request) {
+			defer close(bigDone)
 			w.WriteHeader(200)
 			chunk := make([]byte, 1<<20)
 			for i := 0; i < 100; i++ {
-				if _, err := w.Write(chunk); err != nil {
+				n, err := w.Write(chunk)
+				bigWritten.Add(int64(n))
+				if err != nil {
 					return
 				}
 			}
@@ -188,6 +196,12 @@ func TestBadReceiversEndInAClearError(t *testing.T) {
 			d := deliveriesOf(t, w, wh.ID)[0]
 			if d.Status != tc.status || !strings.Contains(d.LastError, tc.lastError) {
 				t.Errorf("status %s, last_error %q; want %s with %q", d.Status, d.LastError, tc.status, tc.lastError)
+			}
+			if strings.HasPrefix(tc.name, "a 100 MB answer") {
+				<-bigDone // its write fails once the attempt closed the connection
+				if n := bigWritten.Load(); n > 40<<20 {
+					t.Errorf("the receiver wrote %d MB of its answer; want the attempt to stop reading after %d KiB", n>>20, maxResponseBody>>10)
+				}
 			}
 		})
 	}
