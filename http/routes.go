@@ -16,8 +16,8 @@ import (
 // wraps whatever answers a path under /v1: it authenticates the caller
 // first, so that an unauthenticated client learns nothing about routes (or
 // refuses while starting).
-func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, api func(http.HandlerFunc) http.HandlerFunc) *httprouter.Router {
-	r := httprouter.New()
+func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, api func(http.HandlerFunc) http.HandlerFunc) *router {
+	r := &router{Router: httprouter.New()}
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
@@ -64,16 +64,24 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 		}
 		h(w, req)
 	})
-	handle(r, http.MethodGet, "/healthz", route("/healthz", handleHealth))
-	handle(r, http.MethodGet, "/readyz", route("/readyz", ready))
-	handle(r, http.MethodGet, "/metrics", route("/metrics", metrics.handler().ServeHTTP))
+	r.handle(http.MethodGet, "/healthz", route("/healthz", handleHealth))
+	r.handle(http.MethodGet, "/readyz", route("/readyz", ready))
+	r.handle(http.MethodGet, "/metrics", route("/metrics", metrics.handler().ServeHTTP))
 	return r
+}
+
+// router is the API's router, with the list of what it serves (for the
+// test that holds openapi.yaml to it).
+type router struct {
+	*httprouter.Router
+	served []string // "METHOD /path/:param", in the order registered, HEAD left out
 }
 
 // handle registers h for method and path, and for HEAD too when method is
 // GET: a HEAD is answered as the GET would be, without the body (net/http
 // drops it).
-func handle(r *httprouter.Router, method, path string, h http.HandlerFunc) {
+func (r *router) handle(method, path string, h http.HandlerFunc) {
+	r.served = append(r.served, method+" "+path)
 	withParams := func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
 		w.(*exchange).params = ps
 		h(w, req)
@@ -97,15 +105,15 @@ func methodOrder(m string) int {
 func (s *Server) routes() http.Handler {
 	r := newRouter(s.deps.Logger, s.deps.Metrics, s.deps.Health.readiness(true), s.authenticated)
 	if s.deps.Dashboard != nil {
-		mountDashboard(r, s.deps.Dashboard, s.proxies)
+		mountDashboard(r.Router, s.deps.Dashboard, s.proxies)
 	}
 	api := func(method, path string, h http.HandlerFunc) {
-		handle(r, method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
+		r.handle(method, path, route(path, s.authenticated(s.wellFormedQuery(h))))
 	}
 	// A list parses its query once, in its handler (parseListQuery), which
 	// refuses a malformed one as wellFormedQuery does.
 	list := func(path string, h http.HandlerFunc) {
-		handle(r, http.MethodGet, path, route(path, s.authenticated(h)))
+		r.handle(http.MethodGet, path, route(path, s.authenticated(h)))
 	}
 
 	api(http.MethodGet, "/v1/account", s.handleAccount)
