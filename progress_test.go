@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -121,13 +122,18 @@ func TestProgressBarOnATerminalAndNotOnAPipe(t *testing.T) {
 		served <- run(ctx, []string{"demosvc", "serve", "--data", ttyData, "--listen", "127.0.0.1:0"},
 			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
 	}()
+	// stopServe stops the server once, and its exit code; a Fatal below
+	// does not leave it serving for the rest of the package's tests.
+	var stopOnce sync.Once
+	var serveCode int
+	stopServe := func() int { stopOnce.Do(func() { stop(); serveCode = <-served }); return serveCode }
+	t.Cleanup(func() { stopServe() })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, ok := serverReady(ttyData); ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			stop()
 			t.Fatalf("server not ready after 30s")
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
@@ -152,8 +158,7 @@ func TestProgressBarOnATerminalAndNotOnAPipe(t *testing.T) {
 			t.Errorf("export through the server printed another log")
 		}
 	}
-	stop()
-	if code := <-served; code != 0 {
+	if code := stopServe(); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, serveErr.String())
 	}
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -173,6 +174,12 @@ func TestServeWithoutTLSGoesOnServingAfterSIGHUP(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"demosvc", "serve"}, func(k string) string { return env[k] }, nil, io.Discard, stderr)
 	}()
+	// stopServe stops the server once, and its exit code; a Fatal below
+	// does not leave it serving for the rest of the package's tests.
+	var stopOnce sync.Once
+	var serveCode int
+	stopServe := func() int { stopOnce.Do(func() { cancel(); serveCode = <-done }); return serveCode }
+	t.Cleanup(func() { stopServe() })
 	url := ""
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling interval
 		var ok bool
@@ -200,8 +207,7 @@ func TestServeWithoutTLSGoesOnServingAfterSIGHUP(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("after SIGHUP /healthz answered %d", resp.StatusCode)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := stopServe(); code != exitOK {
 		t.Fatalf("serve exited %d after its shutdown; it logged:\n%s", code, stderr)
 	}
 }
