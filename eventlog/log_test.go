@@ -481,9 +481,23 @@ func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
 			t.Errorf("message %q does not name the dir and the read-only file system", err)
 		}
 	})
+	t.Run("permission denied, injected", func(t *testing.T) {
+		// What the permission bits give a user who is not root, on any
+		// machine (the next subtest sets the real bits, which root ignores).
+		fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpLock {
+				return &iofs.PathError{Op: "open", Path: op.Path, Err: syscall.EACCES}
+			}
+			return nil
+		}))
+		_, err := OpenStore(dir, StoreOptions{FS: fs})
+		if !errors.Is(err, ErrNotWritable) || errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("OpenStore = %v, want ErrNotWritable naming permission denied", err)
+		}
+	})
 	t.Run("permission bits", func(t *testing.T) {
 		if os.Geteuid() == 0 {
-			t.Skip("root writes whatever the permission bits say")
+			t.Skip("root writes whatever the permission bits say (the subtest before injects their answer)")
 		}
 		pebbleDir := filepath.Join(dir, PebbleDir)
 		if err := os.Chmod(filepath.Join(pebbleDir, "LOCK"), 0o400); err != nil {
