@@ -108,6 +108,21 @@ func (l *lease) holder() LeaseValue {
 	return l.seen
 }
 
+// read returns what the key holds now: LeaseValue{} when no one holds the
+// lease, and the last value seen when the bucket does not answer.
+func (l *lease) read(ctx context.Context) LeaseValue {
+	e, err := l.kv.Get(ctx, l.key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return LeaseValue{}
+	case err != nil:
+		return l.holder()
+	}
+	var v LeaseValue
+	_ = json.Unmarshal(e.Value(), &v)
+	return v
+}
+
 // release gives the lease up if we still hold it, so another node need
 // not wait for it to run out (a clean shutdown).
 func (l *lease) release(ctx context.Context) {

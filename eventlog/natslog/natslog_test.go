@@ -607,6 +607,12 @@ func TestOnlyTheWriterDispatches(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a never dispatched after b stopped")
 	}
+	// b, a follower now, names a as the holder of both leases in its
+	// status (`cluster status` on it), though it never takes the
+	// dispatcher lease itself.
+	if st := b.node.Status(ctx, "b", b.log); st.Writer.Node != "a" || st.Dispatcher.Node != "a" {
+		t.Errorf("b's status names writer %+v and dispatcher %+v; want a for both", st.Writer, st.Dispatcher)
+	}
 }
 
 // TestAWriterStoppingStoresWhatItsDeliveriesFinish: at a node's shutdown

@@ -258,8 +258,7 @@ func (n *Node) Roles() []string {
 
 // Status reports this node's view; the stream head is asked of NATS.
 func (n *Node) Status(ctx context.Context, node string, log *eventlog.Log) Status {
-	s := Status{Node: node, Roles: n.Roles(), Writer: n.writer.holder(), Dispatcher: n.dispatcher.holder(),
-		Seq: log.DurableSeq(), Position: log.ReplPos(), Refused: n.refused.Load()}
+	s := Status{Node: node, Roles: n.Roles(), Seq: log.DurableSeq(), Position: log.ReplPos(), Refused: n.refused.Load()}
 	if err := n.Joined(); err != nil {
 		s.Joining = err.Error()
 	}
@@ -268,6 +267,9 @@ func (n *Node) Status(ctx context.Context, node string, log *eventlog.Log) Statu
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	// Read from the bucket: a follower never reads the dispatcher's key
+	// otherwise (only a writer takes that lease).
+	s.Writer, s.Dispatcher = n.writer.read(ctx), n.dispatcher.read(ctx)
 	if head, err := n.Head(ctx); err == nil {
 		s.Head = head
 		if head > s.Position {
