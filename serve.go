@@ -248,6 +248,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	admin := &demohttp.Admin{Log: log, State: state, Config: cfg, DashboardURL: dashboardURL(cfg, apiLn.Addr().String()), Clock: ids.Now}
 	if node != nil {
 		admin.Cluster = func(ctx context.Context) any { return node.Status(ctx, cfg.Cluster.NodeName, log) }
+		admin.WriterAddr = node.WriterAddr
 	}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
 	go func() { errc <- adminSrv.Serve(adminLn) }()

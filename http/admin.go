@@ -35,6 +35,9 @@ type Admin struct {
 	// Cluster, set on a cluster node, reports the node's view of the
 	// cluster for `demosvc cluster status`.
 	Cluster func(ctx context.Context) any
+	// WriterAddr, set on a cluster node, is the API address of the node
+	// that takes writes now ("" while none does).
+	WriterAddr func() string
 }
 
 // Handler returns the admin routes.

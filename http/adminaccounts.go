@@ -7,6 +7,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"demosvc/eventlog"
 	"demosvc/eventlog/strictjson"
 	"demosvc/projections"
 )
@@ -123,6 +124,16 @@ func (a *Admin) writeDomainError(w http.ResponseWriter, err error) {
 			msg = e.Param + ": " + msg
 		}
 		writeAdminError(w, statusOf(e.Code), msg)
+		return
+	}
+	if errors.Is(err, eventlog.ErrNotWriter) && a.WriterAddr != nil {
+		// An admin command writes through this node's log, which only the
+		// cluster's writer appends to.
+		where := "no node is the writer at the moment (one is being elected): retry shortly"
+		if addr := a.WriterAddr(); addr != "" {
+			where = "run the command on the node whose API answers at " + addr + ", the writer now (`demosvc cluster status` names it)"
+		}
+		writeAdminError(w, http.StatusServiceUnavailable, "this node is not the cluster's writer: "+where)
 		return
 	}
 	writeAdminError(w, http.StatusServiceUnavailable, err.Error())

@@ -119,6 +119,16 @@ func TestWriterLeaseAndFence(t *testing.T) {
 	if _, _, _, err := b.state.Bootstrap(ctx, "pro"); !errors.Is(err, eventlog.ErrNotWriter) {
 		t.Fatalf("a write on the follower: err %v, want ErrNotWriter", err)
 	}
+	// An admin command on the follower (`accounts create` through its
+	// socket) names the writer to run it on.
+	b.node.keepWriter(ctx, b.roles) // b finds a holding the lease
+	admin := &demohttp.Admin{Log: b.log, State: b.state, Config: config.Default(), WriterAddr: b.node.WriterAddr}
+	rw := httptest.NewRecorder()
+	admin.Handler().ServeHTTP(rw, httptest.NewRequest("POST", "/admin/accounts", strings.NewReader(`{"name":"Acme","plan":"pro"}`)))
+	if rw.Code != http.StatusServiceUnavailable || !strings.Contains(rw.Body.String(), "not the cluster's writer") ||
+		!strings.Contains(rw.Body.String(), "answers at a:1") {
+		t.Errorf("accounts create on the follower: %d %s; want 503 naming the writer's address", rw.Code, rw.Body)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := b.log.WaitFor(wctx, a.log.DurableSeq()); err != nil {
