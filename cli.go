@@ -335,6 +335,11 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	if !errors.Is(err, demohttp.ErrNoServer) {
 		return status, err
 	}
+	if target == "/admin/cluster" {
+		// Only a running node knows the cluster: no need to open the
+		// data dir (and replay its state) to say so.
+		return 0, fmt.Errorf("no demosvc serve is running on %s: cluster status asks a running node (start it, or ask another node)", cfg.DataDir)
+	}
 	// The log commands and backup work without the state: they must work
 	// on a damaged log, and need not wait for a replay.
 	d, err := openLocal(cfg, !strings.HasPrefix(target, "/admin/log") && !strings.HasPrefix(target, "/admin/backup"),
