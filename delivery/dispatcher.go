@@ -71,7 +71,13 @@ type Dispatcher struct {
 	// changed: a loop ended with an error (it restarts at the next
 	// event), or dropping a deleted webhook's state failed.
 	again atomic.Bool
-	wg    sync.WaitGroup
+	// restart asks Run to reconcile loopRestartDelay from now: loops that
+	// ended because this node stopped taking writes (a cluster writer
+	// that stepped down, which may take writes again at once) are
+	// started again then, not at the next event or prune, nor at once
+	// (which, while the node does not write, would spin).
+	restart chan struct{}
+	wg      sync.WaitGroup
 
 	secretErrs sync.Map // secret errors logged already
 }
@@ -98,9 +104,15 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
 		ids:   eventlog.NewIDs(cfg.Clock.Now),
 		loops: map[string]*loop{}, byAccount: map[string][]*loop{},
-		metrics: newMetrics(cfg.PerWebhookMetrics),
+		metrics: newMetrics(cfg.PerWebhookMetrics), restart: make(chan struct{}, 1),
 	}
 }
+
+// loopRestartDelay is how long after a loop ended with ErrNotWriter or
+// ErrStale it is started again: soon enough that a writer that fenced
+// again keeps delivering, late enough that a node that no longer writes
+// does not spin (its dispatching ends at its next lease round).
+const loopRestartDelay = time.Second
 
 // Run keeps one loop per registered webhook, starting and stopping loops as
 // webhooks come and go, until ctx is done. Then every loop stops taking new
@@ -126,6 +138,9 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 	}
 	prune := dp.clock.NewTimer(pruneEvery)
 	defer prune.Stop()
+	restart := dp.clock.NewTimer(time.Hour)
+	restart.Stop()
+	defer restart.Stop()
 	// Targets are rebuilt only when a webhook changed, or when a loop
 	// ended with an error or a forget failed (dp.again): each costs a
 	// pass over every webhook, with its secret opened, which at every
@@ -151,6 +166,10 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 		}
 		select {
 		case <-changed:
+		case <-dp.restart:
+			restart.Reset(loopRestartDelay)
+		case <-restart.C():
+			dp.again.Store(true) // the loops that ended are started again
 		case <-prune.C():
 			dp.mu.Lock()
 			idle := append([]string(nil), dp.idle...)
@@ -290,11 +309,15 @@ func (dp *Dispatcher) reconcile() {
 			// end deliveries for good. l.ctx says nothing here: run
 			// cancels it on the way out, to end its attempts.
 			if err != nil && !errors.Is(err, context.Canceled) {
-				if errors.Is(err, eventlog.ErrNotWriter) || errors.Is(err, eventlog.ErrStale) {
+				notWriter := errors.Is(err, eventlog.ErrNotWriter) || errors.Is(err, eventlog.ErrStale)
+				if notWriter {
 					// A cluster node that stepped down as the writer: its
-					// dispatching ends with it, and the next writer's
-					// takes over from the state written so far.
-					dp.logger.Info("delivery loop stopped: this node no longer writes", "webhook_id", t.ID, "err", err)
+					// dispatching ends at its next lease round, and the
+					// next writer's takes over from the state written so
+					// far. One that fenced again at once, keeping the
+					// dispatcher lease, has the loop back loopRestartDelay
+					// later.
+					dp.logger.Info("delivery loop stopped: this node no longer writes; it is started again if it does", "webhook_id", t.ID, "err", err)
 				} else {
 					dp.logger.Error("delivery loop stopped; it restarts at the next event", "webhook_id", t.ID, "err", err)
 				}
@@ -303,6 +326,14 @@ func (dp *Dispatcher) reconcile() {
 					delete(dp.loops, t.ID)
 				}
 				dp.mu.Unlock()
+				if notWriter {
+					// Not at once: Run reconciles loopRestartDelay later.
+					select {
+					case dp.restart <- struct{}{}:
+					default:
+					}
+					return
+				}
 				dp.again.Store(true)
 			}
 		}()

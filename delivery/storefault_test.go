@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"demosvc/eventlog"
 )
 
 // syncBuffer is a log sink the test reads while loops write to it.
@@ -99,4 +101,73 @@ func TestALoopStoppedByAStoreFaultRestartsAndDeliversEverything(t *testing.T) {
 	if len(seen) != 51 {
 		t.Errorf("%d distinct events answered after the fault, want 51", len(seen))
 	}
+}
+
+// writerReplicator is a cluster's replicated log in memory, for one node
+// whose writer role a test takes away and gives back, as a writer that
+// stepped down after an append of unknown outcome and fenced again at its
+// next lease round sees it.
+type writerReplicator struct {
+	mu       sync.Mutex
+	pos      uint64
+	notWrite bool
+}
+
+func (r *writerReplicator) set(writes bool) { r.mu.Lock(); r.notWrite = !writes; r.mu.Unlock() }
+
+func (r *writerReplicator) Writable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.notWrite {
+		return eventlog.ErrNotWriter
+	}
+	return nil
+}
+
+func (r *writerReplicator) Append(entry []byte, after uint64) (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.notWrite {
+		return 0, eventlog.ErrNotWriter
+	}
+	if after != r.pos {
+		return 0, eventlog.ErrStale
+	}
+	r.pos++
+	return r.pos, nil
+}
+
+// A loop that ended because its node stopped taking writes is started
+// again loopRestartDelay later, with no new event, once the node writes
+// again: a writer that fenced again at once keeps its dispatching, and its
+// pending deliveries are not left until the next event or prune. While the
+// node does not write, the loop is not started again and again.
+func TestALoopEndedByLosingTheWriterRoleIsStartedAgain(t *testing.T) {
+	repl := &writerReplicator{}
+	w := openWorldReplicated(t, "", nil, repl)
+	rv, healthy := newSwitchableReceiver(t)
+	wh := w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	cfg, clock := clockedConfig()
+	cfg.MaxRetries, cfg.Backoff = 10, time.Second
+	var logs syncBuffer
+	w.startLogging(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	w.startSession(agent, "first@example.com")
+	waitFor(t, "the delivery tried once and failed", pendingAfterOneAttempt(t, w, wh.ID, 1))
+	// The node stops taking writes: the loop's next write (the retry's
+	// outcome) fails, and the loop ends.
+	repl.set(false)
+	const stopped = "delivery loop stopped: this node no longer writes"
+	waitAdvancing(t, clock, time.Second, "the loop to end", func() bool {
+		return strings.Contains(logs.String(), stopped) && !w.hasLoop(wh.ID)
+	})
+	if n := strings.Count(logs.String(), stopped); n != 1 {
+		t.Errorf("the loop ended %d times before its restart was due; want once", n)
+	}
+	// It writes again (fenced anew); no event comes.
+	repl.set(true)
+	healthy.Store(true)
+	clock.Advance(loopRestartDelay)
+	waitFor(t, "the loop started again, with no new event", func() bool { return w.hasLoop(wh.ID) })
+	waitAdvancing(t, clock, time.Second, "the pending delivery succeeded", deliveriesAre(t, w, wh.ID, 1, succeeded))
 }

@@ -177,6 +177,13 @@ func openWorld(t testing.TB, dir string) *world {
 // storage faults.
 func openWorldOn(t testing.TB, dir string, fsys vfs.FS) *world {
 	t.Helper()
+	return openWorldReplicated(t, dir, fsys, nil)
+}
+
+// openWorldReplicated is openWorldOn with its log a replica through repl
+// (nil: a single node's log).
+func openWorldReplicated(t testing.TB, dir string, fsys vfs.FS, repl eventlog.Replicator) *world {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -184,7 +191,8 @@ func openWorldOn(t testing.TB, dir string, fsys vfs.FS) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now)})
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: projections.NewRegistry(), IDs: eventlog.NewIDs(time.Now),
+		Replicator: repl})
 	if err != nil {
 		t.Fatal(err)
 	}
