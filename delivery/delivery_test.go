@@ -304,6 +304,25 @@ func TestDeleteCancelsTheAttemptInFlight(t *testing.T) {
 	}
 }
 
+// openBreaker starts breakerFailures sessions of agent, each a new
+// contact, and waits, moving clock, until webhook wh's failing receiver
+// has failed an attempt of each: its breaker is then open.
+func (w *world) openBreaker(t *testing.T, clock *manualClock, agent, wh string) {
+	t.Helper()
+	for i := range breakerFailures {
+		w.startSession(agent, fmt.Sprintf("first%d@example.com", i))
+	}
+	waitAdvancing(t, clock, time.Second, "a failed attempt of each of the first deliveries recorded", func() bool {
+		ds := deliveriesOf(t, w, wh)
+		for _, d := range ds {
+			if d.Attempts == 0 {
+				return false
+			}
+		}
+		return len(ds) == breakerFailures
+	})
+}
+
 func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	w := openWorld(t, "")
 	rv, healthy := newSwitchableReceiver(t)
@@ -312,18 +331,7 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	cfg.MaxRetries, cfg.Backoff = 50, time.Second
 	w.start(cfg)
 	agent := w.newAgent()
-	for i := range breakerFailures {
-		w.startSession(agent, fmt.Sprintf("first%d@example.com", i))
-	}
-	waitAdvancing(t, clock, time.Second, "a failed attempt of each of the first deliveries recorded", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		for _, d := range ds {
-			if d.Attempts == 0 {
-				return false
-			}
-		}
-		return len(ds) == breakerFailures
-	})
+	w.openBreaker(t, clock, agent, wh.ID)
 	for i := 0; i < 20; i++ {
 		w.startSession(agent, fmt.Sprintf("p%d@example.com", i))
 	}
@@ -348,18 +356,7 @@ func TestATestIsSentWhileTheBreakerIsOpen(t *testing.T) {
 	cfg.MaxRetries, cfg.Backoff = 50, time.Hour // no retry falls due unless the clock moves an hour
 	w.start(cfg)
 	agent := w.newAgent()
-	for i := range breakerFailures {
-		w.startSession(agent, fmt.Sprintf("first%d@example.com", i))
-	}
-	waitAdvancing(t, clock, time.Second, "a failed attempt of each of the first deliveries recorded", func() bool {
-		ds := deliveriesOf(t, w, wh.ID)
-		for _, d := range ds {
-			if d.Attempts == 0 {
-				return false
-			}
-		}
-		return len(ds) == breakerFailures
-	})
+	w.openBreaker(t, clock, agent, wh.ID)
 	const held = 5
 	for i := range held {
 		w.startSession(agent, fmt.Sprintf("held%d@example.com", i))

@@ -94,30 +94,45 @@ func TestADamagedHeadSSTFailsOpenWithErrDamaged(t *testing.T) {
 	}
 }
 
-func TestADamagedWALIsNotSilentlyShorter(t *testing.T) {
-	dir := t.TempDir()
-	h := openHarness(t, dir)
-	h.append(10)
-	h.close() // the records are only in the WAL; the head mark names seq 10
+// openAfterDamagingTheWAL flips bytes of each of dir's WAL files at the
+// offset at gives for its size (files under 300 bytes are left alone),
+// then opens the store and the log. It returns nil when the store refused
+// to open as damaged, else what OpenLog returned.
+func openAfterDamagingTheWAL(t *testing.T, dir string, at func(size int64) int64) error {
+	t.Helper()
 	wals, err := filepath.Glob(filepath.Join(dir, PebbleDir, "*.log"))
 	if err != nil || len(wals) == 0 {
 		t.Fatalf("no WAL (%v)", err)
 	}
 	for _, w := range wals {
 		if fi, err := os.Stat(w); err == nil && fi.Size() > 300 {
-			flipBytes(t, w, 200)
+			flipBytes(t, w, int(at(fi.Size())))
 		}
 	}
-
 	store, err := OpenStore(dir, StoreOptions{})
 	if err != nil {
 		if !errors.Is(err, ErrDamaged) {
 			t.Fatalf("OpenStore = %v; want success or ErrDamaged", err)
 		}
-		return
+		return nil
 	}
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
+	if err == nil {
+		t.Fatal("OpenLog of a log whose WAL lost records succeeded")
+	}
+	return err
+}
+
+func TestADamagedWALIsNotSilentlyShorter(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(10)
+	h.close() // the records are only in the WAL; the head mark names seq 10
+	err := openAfterDamagingTheWAL(t, dir, func(size int64) int64 { return min(200, size-100) })
+	if err == nil {
+		return // the store refused to open, as damaged
+	}
 	var ve *VerifyError
 	if !errors.Is(err, ErrDamaged) || !errors.As(err, &ve) || !strings.Contains(err.Error(), "held seq 10 when it was last closed") {
 		t.Fatalf("OpenLog after the WAL lost records = %v; want ErrDamaged naming the lost head", err)
@@ -161,24 +176,10 @@ func TestADamagedWALAfterACrashIsNotSilentlyShorter(t *testing.T) {
 	// the head itself.
 	h.store.Close()
 	h.store, h.log = nil, nil
-	wals, err := filepath.Glob(filepath.Join(dir, PebbleDir, "*.log"))
-	if err != nil || len(wals) == 0 {
-		t.Fatalf("no WAL (%v)", err)
+	err := openAfterDamagingTheWAL(t, dir, func(size int64) int64 { return size / 2 })
+	if err == nil {
+		return // the store refused to open, as damaged
 	}
-	for _, w := range wals {
-		if fi, err := os.Stat(w); err == nil && fi.Size() > 2000 {
-			flipBytes(t, w, int(fi.Size())/2)
-		}
-	}
-	store, err := OpenStore(dir, StoreOptions{})
-	if err != nil {
-		if !errors.Is(err, ErrDamaged) {
-			t.Fatalf("OpenStore = %v; want success or ErrDamaged", err)
-		}
-		return
-	}
-	defer store.Close()
-	_, err = OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(time.Now)})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "held seq 55") {
 		t.Fatalf("OpenLog after the WAL lost records acknowledged since the last close = %v; want ErrDamaged naming seq 55", err)
 	}
