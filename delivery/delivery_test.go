@@ -345,9 +345,11 @@ func TestAFailingReceiverPausesNewDeliveriesUntilItRecovers(t *testing.T) {
 	waitAdvancing(t, clock, time.Second, "all delivered", deliveriesAre(t, w, wh.ID, 20+breakerFailures, succeeded))
 }
 
-// A test asked for while the breaker is open is sent at once, not after
-// a failing delivery's next retry: it checks a receiver just repaired, and
-// its success closes the breaker, so the events held back follow.
+// A test asked for while the breaker is open is sent at once, alone, not
+// after a failing delivery's next retry nor after the events held back: it
+// checks a receiver just repaired, and its success closes the breaker, so
+// the events held back follow. A test stays sent once: the cursor passing
+// its record later builds it no more.
 func TestATestIsSentWhileTheBreakerIsOpen(t *testing.T) {
 	w := openWorld(t, "")
 	rv, healthy := newSwitchableReceiver(t)
@@ -375,6 +377,11 @@ func TestATestIsSentWhileTheBreakerIsOpen(t *testing.T) {
 		d, err := w.m.Delivery(wh.ID, test.ID)
 		return err == nil && d.Status == StatusSucceeded
 	})
+	// It went out alone, ahead of the events held back: the receiver's
+	// next request after the first deliveries' failed ones was the test.
+	if got := rv.all(); len(got) <= breakerFailures || !bytes.Contains(got[breakerFailures].body, []byte(`"event":"webhook.test"`)) {
+		t.Errorf("the receiver's request after the %d failed ones: want the test", breakerFailures)
+	}
 	waitFor(t, "the events held back delivered once the test closed the breaker", func() bool {
 		ok := 0
 		for _, d := range deliveriesOf(t, w, wh.ID) {
@@ -384,6 +391,16 @@ func TestATestIsSentWhileTheBreakerIsOpen(t *testing.T) {
 		}
 		return ok == held
 	})
+	w.throughLoop(wh.ID) // the cursor is past the test's record now
+	tests := 0
+	for _, r := range rv.all() {
+		if bytes.Contains(r.body, []byte(`"event":"webhook.test"`)) {
+			tests++
+		}
+	}
+	if n := len(deliveriesOf(t, w, wh.ID)); n != breakerFailures+held+1 || tests != 1 {
+		t.Errorf("%d deliveries and %d test requests once the cursor passed the test; want %d and 1", n, tests, breakerFailures+held+1)
+	}
 	for _, d := range deliveriesOf(t, w, wh.ID) {
 		if strings.Contains(string(d.Body), "first") && (d.Status != StatusPending || d.Attempts != 1) {
 			t.Errorf("a first delivery %s is %s after %d attempts; want pending until its retry falls due", d.ID, d.Status, d.Attempts)

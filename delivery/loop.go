@@ -36,10 +36,10 @@ type loop struct {
 	// (Dispatcher.fanOut): the loop reads only its account's records.
 	wake chan struct{}
 	seqs []uint64 // collect's seqs, kept for the next
-	// probeTo is the seq of the newest webhook.test record asked for
-	// (Dispatcher.probe): the loop reads up to it even with the breaker
-	// open.
-	probeTo atomic.Uint64
+	// tests takes the seqs of webhook.test records asked for
+	// (Dispatcher.SendTest): with the loop paused, it sends each at once
+	// (testNow).
+	tests chan uint64
 
 	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
 	failing        int64                              // unix ms since every attempt failed; 0: not failing
@@ -96,7 +96,7 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
 		results: make(chan result, 64), retry: retryState{policy: dp.policy},
-		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1),
+		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1), tests: make(chan uint64, 16),
 		writes: make(chan write, maxWritesInFlight), written: make(chan write, maxWritesInFlight)}
 	l.cur.Store(&t)
 	return l
@@ -140,24 +140,16 @@ func (l *loop) run() error {
 		}
 		head := l.dp.log.DurableSeq()
 		paused := l.retry.paused(len(l.pending))
-		to := head
-		if probe := l.probeTo.Load(); paused && cursor < probe && len(l.pending) < maxPending {
-			// A test asked for while the breaker is open: read up to its
-			// record, so that it is sent now rather than after a failing
-			// delivery's next retry (it checks a receiver just repaired,
-			// and its success closes the breaker).
-			paused, to = false, min(head, probe)
-		}
 		more := false
 		if head > cursor && paused {
 			l.setLag(cursor, head) // it grows while the loop reads nothing
 		}
-		if to > cursor && !paused {
+		if head > cursor && !paused {
 			// One chunk at a time, between attempts: a backlog never
 			// keeps this webhook from sending, nor its free slots idle
 			// while the chunk is built.
 			l.dispatch()
-			if cursor, more, err = l.collect(cursor, to); err != nil {
+			if cursor, more, err = l.collect(cursor, head); err != nil {
 				return err
 			}
 		}
@@ -206,6 +198,10 @@ func (l *loop) run() error {
 		case req := <-l.retryReqs:
 			d, err := l.retryFailed(req.id)
 			req.done <- retryResult{d, err}
+		case seq := <-l.tests:
+			if err := l.testNow(seq, cursor); err != nil {
+				return err
+			}
 		case <-l.stopping:
 		case <-l.ctx.Done():
 			return l.ctx.Err()
@@ -322,6 +318,12 @@ func (l *loop) collect(cursor, head uint64) (uint64, bool, error) {
 			return nil
 		}
 		d, ok, err := l.newDelivery(rec, t, now)
+		if ok && d.Event == "webhook.test" {
+			// Sent already, ahead of the cursor (testNow)?
+			if ok, err = l.notSentEarly(d.ID); err != nil {
+				return err
+			}
+		}
 		if ok {
 			fresh = append(fresh, d)
 			size += len(d.Body)

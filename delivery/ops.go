@@ -83,8 +83,9 @@ func buildDelivery(rec *eventlog.Record, wh, name string, data any, id string, n
 // and answers its delivery, pending (a Replay under an Idempotency-Key
 // already used): the one path of POST /v1/webhooks/{id}/test and the
 // dashboard's button. The test is sent at once even while the webhook's
-// breaker is open (see probe), so that a receiver just repaired can be
-// checked without waiting for a failing delivery's next retry; its
+// loop is paused (its breaker open, or maxPending deliveries open), ahead
+// of the events held back (testNow), so that a receiver just repaired can
+// be checked without waiting for a failing delivery's next retry; its
 // success closes the breaker.
 func (dp *Dispatcher) SendTest(ctx context.Context, pr projections.Principal, wh, message string, idem *projections.Idempotency) (any, error) {
 	id := dp.NewDeliveryID()
@@ -94,27 +95,61 @@ func (dp *Dispatcher) SendTest(ctx context.Context, pr projections.Principal, wh
 		return TestDelivery(rec, id, wh, nil)
 	})
 	if err == nil && seq > 0 {
-		dp.probe(wh, seq)
+		dp.mu.Lock()
+		l := dp.loops[wh]
+		dp.mu.Unlock()
+		if l != nil {
+			select {
+			case l.tests <- seq:
+			default: // many asked at once: the loop reads the rest in turn
+			}
+		}
 	}
 	return v, err
 }
 
-// probe has webhook wh's loop read its records up to seq, where a test was
-// asked for, even while its breaker is open.
-func (dp *Dispatcher) probe(wh string, seq uint64) {
-	dp.mu.Lock()
-	l := dp.loops[wh]
-	dp.mu.Unlock()
-	if l == nil {
-		return // disabled or not yet started: it reads the record when it starts
+// testNow sends the test of record seq at once if the loop is paused, so
+// would not read it until its breaker closed: it reads that record alone,
+// stores its delivery without moving the cursor, and sends it once
+// stored. When the cursor later passes the record, collect finds the
+// delivery stored and builds it no more. A loop that is not paused reads
+// the record in turn, in a moment.
+func (l *loop) testNow(seq, cursor uint64) error {
+	if seq <= cursor || !l.retry.paused(len(l.pending)) {
+		return nil
 	}
-	for {
-		old := l.probeTo.Load()
-		if old >= seq || l.probeTo.CompareAndSwap(old, seq) {
-			break
+	t := l.target()
+	if cur, ok := l.current(); ok {
+		t = cur
+	}
+	var d *Delivery
+	err := l.dp.log.ReadSeqs([]uint64{seq}, func(rec *eventlog.Record) error {
+		var ok bool
+		var err error
+		if d, ok, err = l.newDelivery(rec, t, l.dp.clock.Now()); !ok {
+			d = nil
 		}
+		return err
+	})
+	if err != nil || d == nil || l.pending[d.ID] != nil {
+		return err
 	}
-	l.poke()
+	fresh := []*Delivery{d}
+	if err := l.start(write{fresh: fresh}, func() func() error { return l.dp.store.startPutFresh(l.t.ID, fresh) }); err != nil {
+		return err
+	}
+	l.pending[d.ID] = d
+	return nil
+}
+
+// notSentEarly reports whether the test delivery id is still to be built:
+// testNow has not sent it ahead of the cursor.
+func (l *loop) notSentEarly(id string) (bool, error) {
+	if l.pending[id] != nil {
+		return false, nil
+	}
+	_, found, err := l.dp.store.get(l.t.ID, id)
+	return !found, err
 }
 
 // TestDelivery is the delivery of a webhook.test record, as the loop

@@ -166,6 +166,13 @@ func (s deliveryStore) startPutOutcomes(wh string, ds []*Delivery, attempts []ke
 	return s.startPut(encode(wh, ds, false, attempts), extra, delFrom, delTo)
 }
 
+// startPutFresh stores new deliveries ds and their event index in one
+// synced write, leaving the cursor where it is; it returns once the write
+// is in the WAL, with the wait for its fsync.
+func (s deliveryStore) startPutFresh(wh string, ds []*Delivery) (wait func() error) {
+	return s.startPut(encode(wh, ds, true, nil), nil, nil, nil)
+}
+
 // startPutWithCursor stores ds, their event index and the webhook's cursor
 // moved to cursor in one synced write, a crash leaving either all or none;
 // it returns once the write is in the WAL, with the wait for its fsync.

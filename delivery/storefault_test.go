@@ -161,13 +161,16 @@ func TestALoopEndedByLosingTheWriterRoleIsStartedAgain(t *testing.T) {
 	waitAdvancing(t, clock, time.Second, "the loop to end", func() bool {
 		return strings.Contains(logs.String(), stopped) && !w.hasLoop(wh.ID)
 	})
-	if n := strings.Count(logs.String(), stopped); n != 1 {
-		t.Errorf("the loop ended %d times before its restart was due; want once", n)
+	// Not started again and again meanwhile (a restart at once spun
+	// thousands of times here). The polls move the clock, so the restart
+	// can come due once or twice before the last poll saw the loop gone.
+	if n := strings.Count(logs.String(), stopped); n > 3 {
+		t.Errorf("the loop ended %d times while the node did not write; want it started again at most once a %v", n, loopRestartDelay)
 	}
-	// It writes again (fenced anew); no event comes.
+	// It writes again (fenced anew); no event comes. (The clock moves by
+	// the delay at each poll: a restart armed after a move still comes due.)
 	repl.set(true)
 	healthy.Store(true)
-	clock.Advance(loopRestartDelay)
-	waitFor(t, "the loop started again, with no new event", func() bool { return w.hasLoop(wh.ID) })
+	waitAdvancing(t, clock, loopRestartDelay, "the loop started again, with no new event", func() bool { return w.hasLoop(wh.ID) })
 	waitAdvancing(t, clock, time.Second, "the pending delivery succeeded", deliveriesAre(t, w, wh.ID, 1, succeeded))
 }

@@ -66,12 +66,13 @@ const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnec
 // plain error answers: "HTTP/1.1 <code> <text>[: <reason>]" then
 // plainErrorHeaders then the body.
 func jsonForPlainError(p []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
-		return nil, false
-	}
-	if bytes.HasPrefix(p, expectationFailed) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) {
+	if (bytes.HasPrefix(p, expectationFailed) || bytes.HasPrefix(p, expectationFailed10)) &&
+		bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) {
 		return jsonAnswer(http.StatusExpectationFailed, ErrorObject{Code: EExpectationFailed,
 			Message: "the Expect header asks for something other than 100-continue, the only expectation this server meets"}), true
+	}
+	if !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
+		return nil, false
 	}
 	line, _, ok := bytes.Cut(p, []byte("\r\n"))
 	if !ok || !bytes.HasPrefix(p[len(line):], []byte(plainErrorHeaders)) {
@@ -104,6 +105,9 @@ func jsonForPlainError(p []byte) ([]byte, bool) {
 // (so with a Date header) before any handler runs. No handler of this API
 // answers 417.
 var expectationFailed = []byte("HTTP/1.1 417 Expectation Failed\r\n")
+
+// expectationFailed10 is the same answer to an HTTP/1.0 request.
+var expectationFailed10 = []byte("HTTP/1.0 417 Expectation Failed\r\n")
 
 // EExpectationFailed is the code of a request whose Expect header asks for
 // anything but 100-continue (417).

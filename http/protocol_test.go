@@ -91,6 +91,7 @@ func TestNetHTTPsOwnAnswersAreErrorObjects(t *testing.T) {
 		{"two Host headers", "GET /v1/account HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "invalid_request"},
 		{"unknown transfer coding", "POST /v1/agents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: zip\r\n\r\n", 501, ENotImplemented},
 		{"an expectation other than 100-continue", "POST /v1/agents HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}", 417, EExpectationFailed},
+		{"an expectation other than 100-continue, over HTTP/1.0", "POST /v1/agents HTTP/1.0\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}", 417, EExpectationFailed},
 		{"the server-wide target with GET", "GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"},
 		{"HTTP/2 to an HTTP/1 server", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0, ""},
 	} {
