@@ -190,9 +190,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	verifyCtx, stopVerify := context.WithCancel(context.Background())
 	defer stopVerify()
 	go health.Verify(verifyCtx, logger)
-	go log.KeepHeadMarked(verifyCtx, eventlog.HeadMarkInterval, func(err error) {
-		logger.Warn("recording the head mark", "err", err)
-	})
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		log.KeepHeadMarked(verifyCtx, eventlog.HeadMarkInterval, func(err error) {
+			logger.Warn("recording the head mark", "err", err)
+		})
+	}()
+	defer func() { stopVerify(); <-marked }() // no mark half written as the log closes
 	if ids := state.UnavailableSecrets(); len(ids) > 0 {
 		logger.Warn("webhooks whose signing secret does not open under this data dir's master key get no deliveries "+
 			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",

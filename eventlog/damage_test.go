@@ -320,3 +320,21 @@ func TestAHeadMarkThatIsNotJSONIsDamage(t *testing.T) {
 		t.Fatalf("OpenLog with a cut head mark = %v; want ErrDamaged with the advice", err)
 	}
 }
+
+// TestOpeningRemovesAHeadMarkLeftHalfWritten: the temporary file of a
+// mark whose writing a crash cut short is removed when the log opens.
+func TestOpeningRemovesAHeadMarkLeftHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(2)
+	h.close()
+	tmp := filepath.Join(dir, HeadMarkFile+".123456")
+	if err := os.WriteFile(tmp, []byte(`{"seq":2,"ha`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h = openHarness(t, dir)
+	defer h.close()
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the half-written mark %s after the log opened: %v; want it removed", tmp, err)
+	}
+}

@@ -81,8 +81,14 @@ func writeHeadMark(dataDir string, m headMark) error {
 
 // checkHeadMark compares the log's head with the mark left by the last
 // close: a log that ends before the mark, or holds another record at its
-// seq, lost records that were durable.
+// seq, lost records that were durable. It removes the temporary files of
+// marks whose writing a crash cut short.
 func (l *Log) checkHeadMark(head Record) error {
+	if stale, _ := filepath.Glob(filepath.Join(l.db.Dir(), HeadMarkFile+".*")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	m, err := readHeadMark(l.db.Dir())
 	if err != nil {
 		return fmt.Errorf("reading the head mark: %w", err)
