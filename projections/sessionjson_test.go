@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
+
+	"demosvc/eventlog"
 )
 
 func encodingJSON(t *testing.T, v any) []byte {
@@ -209,4 +212,83 @@ func TestSessionAnswersReuseTheirBuffers(t *testing.T) {
 		t.Errorf("an answer in a reused buffer reads %+v; the last kept one %+v", got, last)
 	}
 	ReleaseAnswer(Replay{Response: []byte("{}")}) // not a session's answer: nothing happens
+}
+
+// TestAListWithTwoFiltersExaminesABoundedNumberAPage: an agent's sessions
+// of one status, among many of another, are listed in pages that each
+// examine at most maxSessionsExamined sessions they do not take (the walk
+// holds the read lock a write waits for); a page that found nothing says
+// more remain and where the next starts, and the pages together list
+// exactly the matching sessions.
+func TestAListWithTwoFiltersExaminesABoundedNumberAPage(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	ag := e.agent(pr, "a")
+	// Records applied to the state directly (a fixture of 25,000 sessions
+	// through commands takes seconds); the state is rebuilt from the log
+	// at the end, so that nothing of it is saved.
+	e.p.mu.Lock()
+	s := e.p.state
+	seq := s.seq
+	rec := func() *eventlog.Record {
+		seq++
+		return &eventlog.Record{Seq: seq, Time: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), Account: pr.Account.ID, Actor: "k"}
+	}
+	cid := e.log.IDs().New(PrefixContact)
+	if err := s.apply(rec(), &ContactCreated{ContactID: cid, Contact: Contact{Name: "n", Email: "x@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 2*maxSessionsExamined + 500 {
+		sid := e.log.IDs().New(PrefixSession)
+		if err := s.apply(rec(), &SessionStarted{SessionID: sid, AgentID: ag.ID, ContactID: cid}); err != nil {
+			t.Fatal(err)
+		}
+		if i%(maxSessionsExamined/2) == 7 {
+			want = append([]string{sid}, want...) // in progress; newest first
+			continue
+		}
+		if err := s.apply(rec(), &SessionAbandoned{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.p.mu.Unlock()
+	defer func() {
+		e.p.mu.Lock()
+		e.p.state = replayTo(t, e.log, e.log.DurableSeq())
+		e.p.mu.Unlock()
+	}()
+	var got []string
+	q := ListQuery{Limit: 10}
+	pages := 1
+	for ; ; pages++ {
+		if pages > 10 {
+			t.Fatalf("more than 10 pages, got %v so far", got)
+		}
+		body, lastID, more, err := e.p.SessionsJSON(nil, pr.Account.ID, SessionFilter{AgentID: ag.ID, Status: "in_progress"}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct{ Data []struct{ ID string } }
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Data {
+			got = append(got, d.ID)
+		}
+		if !more {
+			break
+		}
+		if lastID == "" {
+			t.Fatalf("page %d: more remain but no place to start the next", pages)
+		}
+		q.StartingAfter = lastID
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	// 20,495 sessions not taken: the walk stopped twice at its budget.
+	if pages != 3 {
+		t.Errorf("%d pages, want 3: a page examines at most %d sessions it does not take", pages, maxSessionsExamined)
+	}
 }

@@ -259,19 +259,31 @@ type SessionFilter struct {
 // The body is appended to dst, which the caller may reuse for the next.
 func (p *Projections) SessionsJSON(dst []byte, account string, f SessionFilter, q ListQuery) (body []byte, lastID string, more bool, err error) {
 	body = append(dst, `{"data":[`...)
-	var last *session
+	var last, examined *session
 	err = p.eachSession(account, f, q, func(s *State, ses *session) {
 		if last != nil {
 			body = append(body, ',')
 		}
 		body = s.appendSession(body, ses)
 		last = ses
-	}, &more)
-	if last != nil {
+	}, &more, &examined)
+	switch {
+	case examined != nil:
+		lastID = FormatID(PrefixSession, examined.id) // the walk's budget ran out there
+	case last != nil:
 		lastID = FormatID(PrefixSession, last.id)
 	}
 	return append(body, "]}"...), lastID, more, err
 }
+
+// maxSessionsExamined bounds the sessions one page of a list with two
+// filters examines without taking them (an agent's sessions of another
+// status, or a contact's of another agent): the walk holds the state's
+// read lock, which a write waits for. Past it the page ends with what it
+// found (possibly nothing), more remain, and the next page starts after
+// the last session examined. About 0.2 ms; the single-filter lists walk an
+// index that holds only what they take.
+const maxSessionsExamined = 10_000
 
 // SessionJSON appends one session of account to dst as JSON, written
 // straight from the state.
@@ -280,8 +292,10 @@ func (p *Projections) SessionJSON(dst []byte, account, sessionID string) ([]byte
 }
 
 // eachSession calls emit, with the state read-locked, for each session of
-// the page the filter and query select; more says whether any remain.
-func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, emit func(*State, *session), more *bool) error {
+// the page the filter and query select; more says whether any remain. A
+// walk that examined maxSessionsExamined sessions it did not take stops
+// there, sets more and *examined to the last it examined.
+func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, emit func(*State, *session), more *bool, examined **session) error {
 	var status sessionStatus
 	if f.Status != "" {
 		var ok bool
@@ -303,10 +317,19 @@ func (p *Projections) eachSession(account string, f SessionFilter, q ListQuery, 
 				return
 			}
 		}
-		visit := taking(q.Limit, func(ses *session) bool {
-			return (agentF == nil || ses.agent == agentF.num) && (contactF == nil || ses.contact == contactF.num) &&
-				(f.Status == "" || ses.status == status)
-		}, func(ses *session) { emit(s, ses) }, more)
+		take := taking(q.Limit, nil, func(ses *session) { emit(s, ses) }, more)
+		skipped := 0
+		visit := func(ses *session) bool {
+			if (agentF == nil || ses.agent == agentF.num) && (contactF == nil || ses.contact == contactF.num) &&
+				(f.Status == "" || ses.status == status) {
+				return take(ses)
+			}
+			if skipped++; skipped == maxSessionsExamined {
+				*more, *examined = true, ses
+				return false
+			}
+			return true
+		}
 		switch {
 		case contactF != nil:
 			descend(s.sessionsOfContact(contactF), after, visit)
