@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -82,6 +83,11 @@ type Log struct {
 	tip     *Flight // the last commit started, nil before the first
 	tipNext uint64
 	tipHash [HashSize]byte
+	// tipTime is the time of the tip's last record: a transaction's time
+	// is never earlier, so record times do not go back in seq order when
+	// the clock steps back (or a cluster's next writer's clock is behind),
+	// which the searches by time (the dashboard's, the audit log's) rely on.
+	tipTime time.Time
 	scratch []byte // where the open Txn encodes a record for its batch
 
 	// durableMu guards the durable head of the chain: the record after the
@@ -89,6 +95,7 @@ type Log struct {
 	durableMu sync.Mutex
 	next      uint64
 	lastHash  [HashSize]byte
+	lastTime  time.Time
 }
 
 // OpenLog opens the log kept in store, recovering the head of the chain.
@@ -116,8 +123,8 @@ func OpenLog(store *Store, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.next = head.Seq + 1
-	l.lastHash = head.Hash
-	l.tipNext, l.tipHash = l.next, l.lastHash
+	l.lastHash, l.lastTime = head.Hash, head.Time
+	l.tipNext, l.tipHash, l.tipTime = l.next, l.lastHash, l.lastTime
 	l.durable.Store(head.Seq)
 	pos, err := store.loadReplPos()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -601,5 +602,62 @@ func TestBookkeepingReadsNeverSeeAnUnsyncedWrite(t *testing.T) {
 				t.Fatal("a reader never answered")
 			}
 		}
+	}
+}
+
+// TestRecordTimesNeverGoBackWhenTheClockDoes: after the clock steps back,
+// a record's time is its predecessor's, not earlier, in the same process
+// and after a reopen; the searches by time rely on times in seq order.
+func TestRecordTimesNeverGoBackWhenTheClockDoes(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	now := testTime
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(to time.Time) { mu.Lock(); now = to; mu.Unlock() }
+	open := func() (*Store, *Log) {
+		t.Helper()
+		store, err := OpenStore(dir, StoreOptions{Create: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := OpenLog(store, Options{Registry: testRegistry(), IDs: NewIDs(clock)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store, log
+	}
+	ev := []Event{{Account: "acc_1", Actor: "cli", Payload: note{Text: "x"}}}
+	store, log := open()
+	first, err := appendTx(log, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(testTime.Add(-time.Hour))
+	second, err := appendTx(log, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second[0].Time.Equal(first[0].Time) {
+		t.Errorf("after the clock stepped back an hour, a record's time is %v; want its predecessor's, %v", second[0].Time, first[0].Time)
+	}
+	log.Close()
+	store.Close()
+	store, log = open()
+	defer store.Close()
+	defer log.Close()
+	third, err := appendTx(log, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third[0].Time.Before(first[0].Time) {
+		t.Errorf("after a reopen, a record's time is %v, before the last one's %v", third[0].Time, first[0].Time)
+	}
+	set(testTime.Add(time.Hour))
+	fourth, err := appendTx(log, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fourth[0].Time.Equal(testTime.Add(time.Hour)) {
+		t.Errorf("with the clock ahead again, a record's time is %v; want the clock's, %v", fourth[0].Time, testTime.Add(time.Hour))
 	}
 }

@@ -194,9 +194,9 @@ func (l *Log) ApplyEntry(pos uint64, data []byte, apply func(recs []Record, payl
 		return nil
 	}
 	l.durableMu.Lock()
-	l.next, l.lastHash = next, hash
+	l.next, l.lastHash, l.lastTime = next, hash, recs[len(recs)-1].Time
 	l.durableMu.Unlock()
-	l.tip, l.tipNext, l.tipHash = nil, next, hash // a replicated log is never pipelined
+	l.tip, l.tipNext, l.tipHash, l.tipTime = nil, next, hash, l.lastTime // a replicated log is never pipelined
 	l.publish(next - 1)
 	if l.opts.OnCommit != nil {
 		l.opts.OnCommit(len(recs))

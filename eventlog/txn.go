@@ -78,7 +78,11 @@ func (l *Log) Begin() (*Txn, error) {
 		l.head.Unlock()
 		return nil, fmt.Errorf("%w: %s holds a copy of a cluster's log; write through a running cluster node", ErrNotWriter, l.db.Dir())
 	}
-	return &Txn{l: l, batch: l.db.db.NewBatch(), now: l.opts.IDs.Now(), next: l.tipNext, hash: l.tipHash, prev: l.tip}, nil
+	now := l.opts.IDs.Now()
+	if now.Before(l.tipTime) {
+		now = l.tipTime // the clock stepped back: times keep their order
+	}
+	return &Txn{l: l, batch: l.db.db.NewBatch(), now: now, next: l.tipNext, hash: l.tipHash, prev: l.tip}, nil
 }
 
 // Now is the time every record of the transaction carries.
@@ -225,8 +229,11 @@ func (t *Txn) Start() *Flight {
 		t.batch = nil
 		if f.err == nil {
 			l.tip, l.tipNext, l.tipHash = nil, next, hash
+			if n > 0 {
+				l.tipTime = t.now
+			}
 		} else {
-			l.tip, l.tipNext, l.tipHash = nil, l.next, l.lastHash
+			l.tip, l.tipNext, l.tipHash, l.tipTime = nil, l.next, l.lastHash, l.lastTime
 		}
 		return f
 	}
@@ -242,6 +249,10 @@ func (t *Txn) Start() *Flight {
 		}
 	}
 	l.tip, l.tipNext, l.tipHash = f, next, hash
+	now := t.now
+	if n > 0 {
+		l.tipTime = now
+	}
 	l.head.Unlock()
 	go func() {
 		defer close(f.done)
@@ -265,7 +276,7 @@ func (t *Txn) Start() *Flight {
 		}
 		l.durableMu.Lock()
 		records := int(next - l.next)
-		l.next, l.lastHash = next, hash
+		l.next, l.lastHash, l.lastTime = next, hash, now
 		l.durableMu.Unlock()
 		l.publish(next - 1)
 		if l.opts.OnCommit != nil && records > 0 {
@@ -308,6 +319,9 @@ func (t *Txn) commitReplicated() error {
 	l.durableMu.Lock()
 	records := int(t.next - l.next)
 	l.next, l.lastHash = t.next, t.hash
+	if records > 0 {
+		l.lastTime = t.now
+	}
 	l.durableMu.Unlock()
 	l.publish(t.next - 1)
 	if l.opts.OnCommit != nil && records > 0 {
