@@ -338,6 +338,9 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	if target == "/admin/cluster" {
 		// Only a running node knows the cluster: no need to open the
 		// data dir (and replay its state) to say so.
+		if !eventlog.HoldsStore(cfg.DataDir) {
+			return 0, eventlog.NoStoreError(cfg.DataDir)
+		}
 		return 0, fmt.Errorf("no demosvc serve is running on %s: cluster status asks a running node (start it, or ask another node)", cfg.DataDir)
 	}
 	// The log commands and backup work without the state: they must work

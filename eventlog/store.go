@@ -111,6 +111,19 @@ func (s *Store) noteDamage(info pebble.DataCorruptionInfo) {
 	s.logger.Error("storage damage found", "file", d.File, "from_seq", d.FromSeq, "to_seq", d.ToSeq, "detail", d.Detail)
 }
 
+// HoldsStore reports whether dataDir holds a store (its lock file), without
+// opening it.
+func HoldsStore(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, PebbleDir, "LOCK"))
+	return err == nil
+}
+
+// NoStoreError is the ErrNoDataDir error for dataDir, saying how to create
+// a store there.
+func NoStoreError(dataDir string) error {
+	return fmt.Errorf("%w: %s holds no demosvc store (run `demosvc serve --data %s` to create one)", ErrNoDataDir, dataDir, dataDir)
+}
+
 // OpenStore opens the store of dataDir, holding Pebble's directory lock
 // until Close. It returns ErrLocked if another process has it open and
 // ErrNoDataDir if it does not exist and opts.Create is false.
@@ -125,7 +138,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 			return nil, fmt.Errorf("data dir %s: %w", dataDir, statErr)
 		}
 		if !opts.Create {
-			return nil, fmt.Errorf("%w: %s holds no demosvc store (run `demosvc serve --data %s` to create one)", ErrNoDataDir, dataDir, dataDir)
+			return nil, NoStoreError(dataDir)
 		}
 		if err := os.MkdirAll(dataDir, 0o700); err != nil && opts.FS == nil {
 			return nil, fmt.Errorf("creating data dir: %w", err)
