@@ -303,6 +303,10 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	// Deliveries finish their attempts in flight while the log and the
 	// state still take writes (a 410 records webhook.disabled).
 	stopDeliveries()
+	// No head mark is being written as the log writes its own at close
+	// (an older one landing after it would name an earlier head).
+	stopVerify()
+	<-marked
 	// Closing the log ends `log --follow` streams, so the admin server can
 	// then drain.
 	log.Close()

@@ -37,9 +37,10 @@ type loop struct {
 	wake chan struct{}
 	seqs []uint64 // collect's seqs, kept for the next
 	// tests takes the seqs of webhook.test records asked for
-	// (Dispatcher.SendTest): with the loop paused, it sends each at once
-	// (testNow).
-	tests chan uint64
+	// (Dispatcher.SendTest); testSeqs keeps them until the cursor passes
+	// them or, the loop paused, they are sent at once (testsNow).
+	tests    chan uint64
+	testSeqs []uint64
 
 	cur            atomic.Pointer[projections.Target] // l.t as updated since (ops.go)
 	failing        int64                              // unix ms since every attempt failed; 0: not failing
@@ -96,7 +97,7 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
 		results: make(chan result, 64), retry: retryState{policy: dp.policy},
-		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1), tests: make(chan uint64, 16),
+		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1), tests: make(chan uint64, 64),
 		writes: make(chan write, maxWritesInFlight), written: make(chan write, maxWritesInFlight)}
 	l.cur.Store(&t)
 	return l
@@ -140,6 +141,11 @@ func (l *loop) run() error {
 		}
 		head := l.dp.log.DurableSeq()
 		paused := l.retry.paused(len(l.pending))
+		if len(l.testSeqs) > 0 {
+			if err := l.testsNow(cursor, paused); err != nil {
+				return err
+			}
+		}
 		more := false
 		if head > cursor && paused {
 			l.setLag(cursor, head) // it grows while the loop reads nothing
@@ -199,9 +205,7 @@ func (l *loop) run() error {
 			d, err := l.retryFailed(req.id)
 			req.done <- retryResult{d, err}
 		case seq := <-l.tests:
-			if err := l.testNow(seq, cursor); err != nil {
-				return err
-			}
+			l.testSeqs = append(l.testSeqs, seq) // acted on at the top of the loop
 		case <-l.stopping:
 		case <-l.ctx.Done():
 			return l.ctx.Err()

@@ -65,6 +65,7 @@ func (l *loop) newDelivery(rec *eventlog.Record, t *projections.Target, now time
 	}
 	if name == "webhook.test" {
 		*d = TestDelivery(rec, id, t.ID, d.Body)
+		d.NextAttemptAt = min(d.NextAttemptAt, now.UnixMilli()) // a record time ahead of this clock does not hold it back
 	}
 	return d, true, nil
 }
@@ -101,23 +102,41 @@ func (dp *Dispatcher) SendTest(ctx context.Context, pr projections.Principal, wh
 		if l != nil {
 			select {
 			case l.tests <- seq:
-			default: // many asked at once: the loop reads the rest in turn
+			default: // 64 asked at once: the loop reads the rest in turn
 			}
 		}
 	}
 	return v, err
 }
 
-// testNow sends the test of record seq at once if the loop is paused, so
-// would not read it until its breaker closed: it reads that record alone,
-// stores its delivery without moving the cursor, and sends it once
-// stored. When the cursor later passes the record, collect finds the
-// delivery stored and builds it no more. A loop that is not paused reads
-// the record in turn, in a moment.
-func (l *loop) testNow(seq, cursor uint64) error {
-	if seq <= cursor || !l.retry.paused(len(l.pending)) {
-		return nil
+// testsNow acts on the tests asked for: one the cursor has passed was
+// read in turn; with the loop paused (its breaker open, or maxPending
+// deliveries open), so reading nothing until it closes, each other is sent
+// at once (testNow). The rest wait: the loop is reading toward them, and
+// may pause before it reaches them.
+func (l *loop) testsNow(cursor uint64, paused bool) error {
+	keep := l.testSeqs[:0]
+	for _, seq := range l.testSeqs {
+		switch {
+		case seq <= cursor:
+		case paused:
+			if err := l.testNow(seq); err != nil {
+				return err
+			}
+		default:
+			keep = append(keep, seq)
+		}
 	}
+	l.testSeqs = keep
+	return nil
+}
+
+// testNow sends the test of record seq, past the cursor, at once: it reads
+// that record alone, stores its delivery without moving the cursor, and
+// sends it once stored. When the cursor later passes the record, collect
+// finds the delivery stored and builds it no more (and retention keeps a
+// delivery past the stored cursor).
+func (l *loop) testNow(seq uint64) error {
 	t := l.target()
 	if cur, ok := l.current(); ok {
 		t = cur
@@ -131,7 +150,10 @@ func (l *loop) testNow(seq, cursor uint64) error {
 		}
 		return err
 	})
-	if err != nil || d == nil || l.pending[d.ID] != nil {
+	if err != nil || d == nil {
+		return err
+	}
+	if build, err := l.notSentEarly(d.ID); err != nil || !build {
 		return err
 	}
 	fresh := []*Delivery{d}

@@ -754,6 +754,39 @@ func TestRetentionPrunes(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("a test sent ahead of the cursor stays until the cursor passes it", func(t *testing.T) {
+		w := openWorld(t, "")
+		store := deliveryStore{db: w.store, w: w.log}
+		at := time.Now().Add(-48 * time.Hour)
+		id := func(i int) string {
+			return idFloor(PrefixDelivery, at.Add(time.Duration(i)*time.Millisecond))[:len(PrefixDelivery)+10] + fmt.Sprintf("%016d", i)
+		}
+		behind := &Delivery{ID: id(0), WebhookID: "wh_x", Seq: 5, Status: StatusSucceeded, CreatedAt: at.Unix()}
+		ahead := &Delivery{ID: id(1), WebhookID: "wh_x", Seq: 9, Event: "webhook.test", Status: StatusSucceeded, CreatedAt: at.Unix()}
+		if err := store.startPutWithCursor("wh_x", 5, []*Delivery{behind})(); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.startPutFresh("wh_x", []*Delivery{ahead})(); err != nil {
+			t.Fatal(err)
+		}
+		cutoff := time.Now().Add(-24 * time.Hour)
+		if _, err := store.pruneStep("wh_x", cutoff, func(string) bool { return false }); err != nil {
+			t.Fatal(err)
+		}
+		if page, _, _ := store.page("wh_x", 10, ""); len(page) != 1 || page[0].ID != ahead.ID {
+			t.Fatalf("after a retention step: %v; want the test past the cursor alone", page)
+		}
+		if err := store.startPutWithCursor("wh_x", 9, nil)(); err != nil { // the cursor passes its event
+			t.Fatal(err)
+		}
+		if _, err := store.pruneStep("wh_x", cutoff, func(string) bool { return false }); err != nil {
+			t.Fatal(err)
+		}
+		if page, _, _ := store.page("wh_x", 10, ""); len(page) != 0 {
+			t.Errorf("once the cursor passed it: %v left; want it removed", page)
+		}
+	})
 }
 
 // A paused webhook's pending deliveries outlive the retention: enabled

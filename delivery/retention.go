@@ -36,24 +36,32 @@ func idFloor(prefix string, t time.Time) string {
 // pruneStep removes, oldest first, at most pruneBatch deliveries of wh
 // created before cutoff, and their attempts, stopping at the first one
 // that is younger, pending in the store (a disabled webhook keeps its
-// pending deliveries for when it is enabled again), or that keep holds (a
-// delivery pending in a loop's memory). Delivery ids sort by creation, so
+// pending deliveries for when it is enabled again), of an event past the
+// stored cursor (a test sent ahead of it), or that keep holds (a delivery
+// pending in a loop's memory). Delivery ids sort by creation, so
 // what it removes is a run at the start of the keyspace: range deletions,
 // attempts and the event index first, deliveries last (a crash between
 // leaves deliveries without attempts, which the next step removes). It
 // reports whether more may remain.
 func (s deliveryStore) pruneStep(wh string, cutoff time.Time, keep func(id string) bool) (bool, error) {
+	// A delivery of an event past the stored cursor is a test sent ahead
+	// of it (testNow): removed, it would be built and sent again when the
+	// cursor passes its event.
+	cursor, _, err := s.cursor(wh)
+	if err != nil {
+		return false, err
+	}
 	prefix := deliveryPrefix(wh)
 	var firstKept string
 	var lastSeq uint64 // the highest event seq of the removed deliveries
 	n := 0
-	err := s.db.Scan(prefix, func(k, v []byte) error {
+	err = s.db.Scan(prefix, func(k, v []byte) error {
 		id := string(k[len(prefix):])
 		d, err := decodeDelivery(v)
 		if err != nil {
 			return err
 		}
-		if n == pruneBatch || !time.Unix(d.CreatedAt, 0).Before(cutoff) || d.Status == StatusPending || keep(id) {
+		if n == pruneBatch || !time.Unix(d.CreatedAt, 0).Before(cutoff) || d.Status == StatusPending || d.Seq > cursor || keep(id) {
 			firstKept = id
 			return errStop
 		}

@@ -84,9 +84,10 @@ type Log struct {
 	tipNext uint64
 	tipHash [HashSize]byte
 	// tipTime is the time of the tip's last record: a transaction's time
-	// is never earlier, so record times do not go back in seq order when
-	// the clock steps back (or a cluster's next writer's clock is behind),
-	// which the searches by time (the dashboard's, the audit log's) rely on.
+	// is not earlier by up to maxClockStepBack, so record times do not go
+	// back in seq order when the clock steps back a little (or a cluster's
+	// next writer's clock is a little behind), which the searches by time
+	// (the dashboard's, the audit log's) rely on.
 	tipTime time.Time
 	scratch []byte // where the open Txn encodes a record for its batch
 
@@ -97,6 +98,13 @@ type Log struct {
 	lastHash  [HashSize]byte
 	lastTime  time.Time
 }
+
+// maxClockStepBack is the most a transaction's time is moved forward to
+// its predecessor's. A clock that was far ahead (a wrong clock corrected)
+// must not carry every later record into its future: the state compares
+// record times with expiries taken from the clock (dashboard sessions,
+// setup links), so a record time a day ahead would expire them all.
+const maxClockStepBack = time.Minute
 
 // OpenLog opens the log kept in store, recovering the head of the chain.
 func OpenLog(store *Store, opts Options) (*Log, error) {

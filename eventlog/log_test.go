@@ -605,9 +605,12 @@ func TestBookkeepingReadsNeverSeeAnUnsyncedWrite(t *testing.T) {
 	}
 }
 
-// TestRecordTimesNeverGoBackWhenTheClockDoes: after the clock steps back,
-// a record's time is its predecessor's, not earlier, in the same process
-// and after a reopen; the searches by time rely on times in seq order.
+// TestRecordTimesNeverGoBackWhenTheClockDoes: after the clock steps back
+// a little, a record's time is its predecessor's, not earlier, in the same
+// process and after a reopen (the searches by time rely on times in seq
+// order); after it steps back by more than maxClockStepBack (a clock that
+// was far ahead, corrected), records take the clock's time again, rather
+// than carrying every later one into that future.
 func TestRecordTimesNeverGoBackWhenTheClockDoes(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -627,37 +630,32 @@ func TestRecordTimesNeverGoBackWhenTheClockDoes(t *testing.T) {
 		return store, log
 	}
 	ev := []Event{{Account: "acc_1", Actor: "cli", Payload: note{Text: "x"}}}
+	appendAt := func(log *Log, clockAt time.Time) time.Time {
+		t.Helper()
+		set(clockAt)
+		recs, err := appendTx(log, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs[0].Time
+	}
 	store, log := open()
-	first, err := appendTx(log, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set(testTime.Add(-time.Hour))
-	second, err := appendTx(log, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !second[0].Time.Equal(first[0].Time) {
-		t.Errorf("after the clock stepped back an hour, a record's time is %v; want its predecessor's, %v", second[0].Time, first[0].Time)
+	first := appendAt(log, testTime)
+	if got := appendAt(log, testTime.Add(-30*time.Second)); !got.Equal(first) {
+		t.Errorf("after the clock stepped back 30 s, a record's time is %v; want its predecessor's, %v", got, first)
 	}
 	log.Close()
 	store.Close()
 	store, log = open()
 	defer store.Close()
 	defer log.Close()
-	third, err := appendTx(log, ev)
-	if err != nil {
-		t.Fatal(err)
+	if got := appendAt(log, testTime.Add(-20*time.Second)); !got.Equal(first) {
+		t.Errorf("after a reopen, a record's time is %v; want the last one's, %v", got, first)
 	}
-	if third[0].Time.Before(first[0].Time) {
-		t.Errorf("after a reopen, a record's time is %v, before the last one's %v", third[0].Time, first[0].Time)
+	if got := appendAt(log, testTime.Add(time.Hour)); !got.Equal(testTime.Add(time.Hour)) {
+		t.Errorf("with the clock ahead again, a record's time is %v; want the clock's", got)
 	}
-	set(testTime.Add(time.Hour))
-	fourth, err := appendTx(log, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !fourth[0].Time.Equal(testTime.Add(time.Hour)) {
-		t.Errorf("with the clock ahead again, a record's time is %v; want the clock's, %v", fourth[0].Time, testTime.Add(time.Hour))
+	if got, want := appendAt(log, testTime.Add(-time.Hour)), testTime.Add(-time.Hour); !got.Equal(want) {
+		t.Errorf("after the clock stepped back 2 h, a record's time is %v; want the clock's, %v", got, want)
 	}
 }

@@ -79,8 +79,8 @@ func (l *Log) Begin() (*Txn, error) {
 		return nil, fmt.Errorf("%w: %s holds a copy of a cluster's log; write through a running cluster node", ErrNotWriter, l.db.Dir())
 	}
 	now := l.opts.IDs.Now()
-	if now.Before(l.tipTime) {
-		now = l.tipTime // the clock stepped back: times keep their order
+	if now.Before(l.tipTime) && l.tipTime.Sub(now) <= maxClockStepBack {
+		now = l.tipTime // the clock stepped back a little: times keep their order
 	}
 	return &Txn{l: l, batch: l.db.db.NewBatch(), now: now, next: l.tipNext, hash: l.tipHash, prev: l.tip}, nil
 }
