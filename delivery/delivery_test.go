@@ -735,3 +735,47 @@ func TestFanOutWakesTheLoopsOfTheAccountsWithRecords(t *testing.T) {
 		}
 	}
 }
+
+// Disabling a webhook stops its loop as a shutdown does: an attempt in
+// flight ends and is recorded, an answer already received is stored (it
+// was held for the next batch of outcomes), and nothing is sent again when
+// the webhook is enabled. Cancelled, the loop lost both, and they went out
+// again as first attempts.
+func TestDisablingAWebhookKeepsTheAnswersItGot(t *testing.T) {
+	w := openWorld(t, "")
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	var rv *receiver
+	rv = newReceiver(t, func(n int) (int, time.Duration) {
+		if bytes.Contains(rv.all()[n-1].body, []byte("slow@")) {
+			held <- struct{}{}
+			<-release
+		}
+		return http.StatusOK, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg, _ := clockedConfig() // the outcome batch's 20 ms hold never passes: fast's answer waits for slow's
+	cfg.Timeout = time.Minute
+	w.start(cfg)
+	agent := w.newAgent()
+	w.startSession(agent, "slow@example.com")
+	recv(t, held, "the slow delivery in flight")
+	w.startSession(agent, "fast@example.com")
+	waitFor(t, "the fast delivery answered", func() bool { return rv.count() == 2 })
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "both deliveries stored as succeeded on their first attempt", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		return len(ds) == 2 && ds[0].Status == StatusSucceeded && ds[0].Attempts == 1 && ds[1].Status == StatusSucceeded && ds[1].Attempts == 1
+	})
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, projections.WebhookPatch{Status: ptr("enabled")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loop back", func() bool { return w.hasLoop(wh.ID) })
+	w.throughLoop(wh.ID)
+	if n := rv.count(); n != 2 {
+		t.Errorf("the receiver got %d requests once the webhook was enabled again; want the 2 it had answered", n)
+	}
+}

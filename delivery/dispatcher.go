@@ -64,7 +64,7 @@ type Dispatcher struct {
 	// since without a loop (disabled, or its loop stopped by an error)
 	// has its delivery state forgotten by the next.
 	live map[string]bool
-	// ending holds the loops cancelled by a disable until they return: a
+	// ending holds the loops stopped by a disable until they return: a
 	// webhook deleted meanwhile has its state dropped by its loop's end.
 	ending map[string]*loop
 	// again asks the next round of Run to reconcile though no webhook
@@ -77,7 +77,9 @@ type Dispatcher struct {
 	// started again then, not at the next event or prune, nor at once
 	// (which, while the node does not write, would spin).
 	restart chan struct{}
-	wg      sync.WaitGroup
+	// wake has Run reconcile now (a loop a disable stopped has ended).
+	wake chan struct{}
+	wg   sync.WaitGroup
 
 	secretErrs sync.Map // secret errors logged already
 }
@@ -104,7 +106,7 @@ func New(log *eventlog.Log, state *projections.Projections, cfg Config, logger *
 			standardWebhooks: cfg.StandardWebhooks, userAgent: cfg.UserAgent},
 		ids:   eventlog.NewIDs(cfg.Clock.Now),
 		loops: map[string]*loop{}, byAccount: map[string][]*loop{},
-		metrics: newMetrics(cfg.PerWebhookMetrics), restart: make(chan struct{}, 1),
+		metrics: newMetrics(cfg.PerWebhookMetrics), restart: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 }
 
@@ -166,6 +168,7 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 		}
 		select {
 		case <-changed:
+		case <-dp.wake:
 		case <-dp.restart:
 			restart.Reset(loopRestartDelay)
 		case <-restart.C():
@@ -252,8 +255,9 @@ func (dp *Dispatcher) wakeAll() {
 	}
 }
 
-// reconcile starts loops for new webhooks and cancels those of deleted
-// ones, whose attempt in flight is cancelled with them.
+// reconcile starts loops for new webhooks, stops those of disabled ones
+// (their attempts in flight end and are stored) and cancels those of
+// deleted ones, whose attempts in flight are cancelled with them.
 func (dp *Dispatcher) reconcile() {
 	targets, errs := dp.state.WebhookTargets()
 	for _, err := range errs {
@@ -273,7 +277,12 @@ func (dp *Dispatcher) reconcile() {
 		if t.Disabled {
 			dp.idle = append(dp.idle, t.ID)
 			if l := dp.loops[t.ID]; l != nil {
-				l.cancel()
+				// Stopped as at shutdown, not cancelled: its attempts in
+				// flight end (none starts, the webhook being disabled)
+				// and every outcome it holds is stored. Cancelled, the
+				// answers a receiver gave were lost, and sent again as
+				// first attempts once the webhook was enabled.
+				close(l.stopping)
 				delete(dp.loops, t.ID)
 				if dp.ending == nil {
 					dp.ending = map[string]*loop{}
@@ -286,6 +295,12 @@ func (dp *Dispatcher) reconcile() {
 			l.update(t)
 			continue
 		}
+		if dp.ending[t.ID] != nil {
+			// Enabled again while the loop its disable stopped still
+			// ends its attempts: one loop at a time writes a webhook's
+			// state. That loop's end reconciles again.
+			continue
+		}
 		l := newLoop(dp, t)
 		dp.loops[t.ID] = l
 		dp.wg.Add(1)
@@ -295,6 +310,12 @@ func (dp *Dispatcher) reconcile() {
 			dp.mu.Lock()
 			if dp.ending[t.ID] == l {
 				delete(dp.ending, t.ID)
+				// Enabled again meanwhile, it gets its loop now.
+				dp.again.Store(true)
+				select {
+				case dp.wake <- struct{}{}:
+				default:
+				}
 			}
 			dp.mu.Unlock()
 			if l.deleted.Load() {
@@ -342,6 +363,7 @@ func (dp *Dispatcher) reconcile() {
 		if !live[id] && dp.loops[id] == nil {
 			if l := dp.ending[id]; l != nil {
 				l.deleted.Store(true) // disabled, still returning: it drops the state when it has
+				l.cancel()            // and its attempts in flight end now
 				continue
 			}
 			// Deleted with no loop to forget its state when it ends.

@@ -131,7 +131,7 @@ func (dp *Dispatcher) pruneIdle(idle []string) {
 			dp.mu.Lock()
 			more := false
 			var err error
-			if dp.loops[wh] == nil {
+			if dp.loops[wh] == nil && dp.ending[wh] == nil { // no loop writes its state, nor still ends
 				more, err = dp.store.pruneStep(wh, dp.clock.Now().Add(-keep), func(string) bool { return false })
 			}
 			dp.mu.Unlock()
