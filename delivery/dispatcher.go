@@ -284,10 +284,12 @@ func (dp *Dispatcher) reconcile() {
 				// first attempts once the webhook was enabled.
 				close(l.stopping)
 				delete(dp.loops, t.ID)
-				if dp.ending == nil {
-					dp.ending = map[string]*loop{}
+				if !l.finished { // a loop that disabled its webhook itself may have ended already
+					if dp.ending == nil {
+						dp.ending = map[string]*loop{}
+					}
+					dp.ending[t.ID] = l
 				}
-				dp.ending[t.ID] = l
 			}
 			continue
 		}
@@ -308,6 +310,7 @@ func (dp *Dispatcher) reconcile() {
 			defer dp.wg.Done()
 			err := l.run()
 			dp.mu.Lock()
+			l.finished = true
 			if dp.ending[t.ID] == l {
 				delete(dp.ending, t.ID)
 				// Enabled again meanwhile, it gets its loop now.

@@ -24,6 +24,7 @@ type loop struct {
 	cancel    context.CancelFunc
 	stopping  chan struct{} // closed at shutdown
 	deleted   atomic.Bool   // set before cancel when the webhook is gone
+	finished  bool          // run has returned; guarded by the dispatcher's mu
 	retryReqs chan retryReq
 	results   chan result
 	retry     retryState
