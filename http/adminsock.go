@@ -32,7 +32,7 @@ func CheckSocketPath(dataDir string) error {
 	return nil
 }
 
-// ListenAdmin binds the admin socket of dataDir with mode 0600. The caller
+// ListenAdmin binds the admin socket of dataDir, its owner's alone. The caller
 // must hold the data dir's lock: any socket file already there is left over
 // from a process that died, and is replaced.
 func ListenAdmin(dataDir string) (net.Listener, error) {
@@ -43,14 +43,13 @@ func ListenAdmin(dataDir string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale admin socket: %w", err)
 	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("admin socket: %w", err)
-	}
-	// The data dir is mode 0700 as well, so there is no window in which
-	// another user could connect before this chmod.
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+	// Bound under a umask of 0077, so the socket is its owner's alone
+	// (srwx------) from its first moment: in a data dir others may enter
+	// (one made by hand, mode 0755), a socket bound with the usual umask
+	// and then chmodded took a connection from another user in between,
+	// and served that user's requests: every admin command.
+	var ln net.Listener
+	if err := privately(func() (err error) { ln, err = net.Listen("unix", path); return err }); err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	return ln, nil
