@@ -43,8 +43,8 @@ func ListenAdmin(dataDir string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale admin socket: %w", err)
 	}
-	// Bound under a umask of 0077, so the socket is its owner's alone
-	// (srwx------) from its first moment: in a data dir others may enter
+	// Bound under a umask of 0177, so the socket is mode 0600 from its
+	// first moment: in a data dir others may enter
 	// (one made by hand, mode 0755), a socket bound with the usual umask
 	// and then chmodded took a connection from another user in between,
 	// and served that user's requests: every admin command.

@@ -27,7 +27,7 @@ func TestTheAdminSocketIsItsOwnersFromItsFirstMoment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm()&0o077 != 0 {
-		t.Errorf("the admin socket is %v; want a socket its owner's alone", fi.Mode())
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the admin socket is %v; want a socket of mode 0600", fi.Mode())
 	}
 }
