@@ -330,8 +330,19 @@ func (d *localData) close() {
 // admin runs one admin request: through the running server's socket if one
 // answers, otherwise in this process against the data dir. The response
 // body goes to out; the HTTP status is returned.
-func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, out io.Writer) (int, error) {
-	status, err := demohttp.DoSocket(c.ctx, cfg.DataDir, method, target, body, out)
+func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, out io.Writer) (status int, err error) {
+	defer func() {
+		switch {
+		case c.ctx.Err() == nil:
+		case strings.Contains(target, "follow=true"):
+			err = nil // following ends at an interrupt, as it should
+		default:
+			// Interrupted (SIGINT, SIGTERM): whatever the answer says,
+			// it is cut short, and the command must not exit 0.
+			err = errInterrupted
+		}
+	}()
+	status, err = demohttp.DoSocket(c.ctx, cfg.DataDir, method, target, body, out)
 	if !errors.Is(err, demohttp.ErrNoServer) {
 		return status, err
 	}
@@ -357,6 +368,9 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 	a := &demohttp.Admin{Log: d.log, State: d.state, Config: cfg, DashboardURL: dashboardURL(cfg, cfg.Listen), Clock: newIDs(cfg).Now}
 	return demohttp.DoLocal(c.ctx, a.Handler(), method, target, body, out)
 }
+
+// errInterrupted ends a command stopped by a signal before it finished.
+var errInterrupted = errors.New("interrupted: what it wrote so far is incomplete")
 
 // createsDataDir reports whether the admin request creates the data dir
 // when it does not exist: only accounts create does, the first thing a new

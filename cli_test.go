@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,5 +84,39 @@ func TestABackupTheCommandCannotSeeIsAnError(t *testing.T) {
 	}
 	if err := backupVisible(dir); err != nil {
 		t.Fatalf("a backup in %s: %v", dir, err)
+	}
+}
+
+// TestInterruptedLogCommandsSayItAndFail: interrupted (SIGINT or SIGTERM
+// end the context main runs with), the log commands run in this process
+// stop, exit 1 saying so, and leave no half line on stdout; an interrupted
+// import imports nothing and leaves no data dir behind. Before, they ran
+// to the end and exited 0 whatever the signal.
+func TestInterruptedLogCommandsSayItAndFail(t *testing.T) {
+	src := fixture(t, 300)
+	data := filepath.Join(t.TempDir(), "data")
+	if _, code := runWithStderr(t, nil, "log", "import", "--data", data, src); code != 0 {
+		t.Fatalf("import: exit %d", code)
+	}
+	interrupted, cancel := context.WithCancel(context.Background())
+	cancel()
+	run := func(args ...string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		code := run(interrupted, append([]string{"demosvc"}, args...), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	for _, args := range [][]string{{"log", "export"}, {"log"}, {"log", "verify"}} {
+		out, errOut, code := run(append(args, "--data", data)...)
+		if code != 1 || !strings.Contains(errOut, "interrupted") || out != "" && !strings.HasSuffix(out, "\n") {
+			t.Errorf("%v interrupted: exit %d, stderr %q, stdout ending %q; want exit 1 saying so, whole lines only", args, code, errOut, out[max(0, len(out)-40):])
+		}
+	}
+	if _, errOut, code := run("log", "--follow", "--data", data); code != 0 {
+		t.Errorf("log --follow interrupted: exit %d, stderr %q; want 0, the end of following", code, errOut)
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	_, errOut, code := run("log", "import", "--data", fresh, src)
+	if _, err := os.Stat(fresh); code != 1 || !strings.Contains(errOut, "interrupted: nothing was imported") || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("import interrupted: exit %d, stderr %q, data dir %v; want exit 1, nothing imported, no data dir", code, errOut, err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,7 +95,9 @@ func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string, bar *pr
 	filter := &progressFilter{bar: bar, next: out}
 	status, err := c.admin(cfg, http.MethodGet, target, nil, filter)
 	filter.flush()
-	out.flush()
+	if err == nil {
+		out.flush() // a last line with no newline; one cut short by an interrupt is dropped
+	}
 	ok := err == nil && status == http.StatusOK && !out.failed
 	bar.finish(ok)
 	if err != nil {
@@ -209,7 +212,10 @@ func (c *cli) logImport(args []string) int {
 		in = &countingReader{r: in, read: func(n int64) { bar.set(n, size) }}
 		opts.Progress = func(records uint64) { bar.describe(fmt.Sprintf("import: %d records", records)) }
 	}
-	n, err := eventlog.Import(store, reg, in, opts)
+	n, err := eventlog.Import(store, reg, ctxReader{c.ctx, in}, opts)
+	if err != nil && c.ctx.Err() != nil {
+		err = errInterrupted
+	}
 	bar.finish(err == nil)
 	if err != nil {
 		// Nothing was imported: what opening the store created goes too,
@@ -221,6 +227,8 @@ func (c *cli) logImport(args []string) int {
 	}
 	var ie *eventlog.ImportError
 	switch {
+	case errors.Is(err, errInterrupted):
+		return c.fail(cf, "interrupted: nothing was imported")
 	case errors.As(err, &ie):
 		return c.fail(cf, "%s line %d: %v (nothing was imported)", name, ie.Line, ie.Err)
 	case err != nil:
@@ -296,4 +304,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	c.read(c.n)
 	return n, err
+}
+
+// ctxReader is r until ctx is done, then an error: an import stops when
+// the command is interrupted, and undoes what it created.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -26,6 +26,12 @@ func (l *Log) Verify() (uint64, error) {
 // VerifyProgress is Verify telling progress, if not nil, how many records
 // of the durable head it checked: at the start and after every chunk.
 func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
+	return l.VerifyContext(context.Background(), progress)
+}
+
+// VerifyContext is VerifyProgress that stops with ctx.Err() when ctx is
+// done (checked between chunks).
+func (l *Log) VerifyContext(ctx context.Context, progress Progress) (uint64, error) {
 	head := l.DurableSeq()
 	if progress != nil {
 		progress(0, head) // the start, from which a rate is measured
@@ -33,6 +39,9 @@ func (l *Log) VerifyProgress(progress Progress) (uint64, error) {
 	var verified uint64
 	var prev [HashSize]byte
 	for verified < head {
+		if err := ctx.Err(); err != nil {
+			return verified, err
+		}
 		to := min(head, verified+verifyChunk)
 		n, last, err := l.verifyRange(verified+1, to, prev, true)
 		verified += n

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -111,6 +112,9 @@ func (a *Admin) handleLog(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	emit := func(rec *eventlog.Record) error {
+		if err := r.Context().Err(); err != nil {
+			return err // interrupted: the command run in this process stops
+		}
 		if len(types) > 0 && !slices.Contains(types, rec.Type) {
 			return nil
 		}
@@ -163,9 +167,24 @@ func (a *Admin) handleExport(w http.ResponseWriter, r *http.Request, _ httproute
 		lines.started = true // the header is sent
 		progress = lines.records
 	}
-	if _, err := a.Log.ExportProgress(w, from, progress); err != nil {
+	if _, err := a.Log.ExportProgress(ctxWriter{r.Context(), w}, from, progress); err != nil {
 		writeStreamError(json.NewEncoder(w), err)
 	}
+}
+
+// ctxWriter is w until ctx is done, then an error: a long answer written
+// in this process (an export with no server running) stops when the
+// command is interrupted.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // VerifyResult is the answer of `demosvc log verify`.
@@ -189,7 +208,7 @@ func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httproute
 	if r.URL.Query().Get("progress") == "true" {
 		progress = out.records
 	}
-	n, err := a.Log.VerifyProgress(progress)
+	n, err := a.Log.VerifyContext(r.Context(), progress)
 	var snapSeq uint64
 	if err == nil && r.URL.Query().Get("snapshot") != "false" {
 		// The chain holds; a snapshot is checked against it only by its

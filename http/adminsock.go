@@ -87,7 +87,10 @@ func DoSocket(ctx context.Context, dataDir, method, target string, body io.Reade
 		return 0, fmt.Errorf("admin socket %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(out, resp.Body); err != nil && ctx.Err() == nil {
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		if ctx.Err() != nil {
+			return resp.StatusCode, ctx.Err() // interrupted: the answer is cut short
+		}
 		return resp.StatusCode, err
 	}
 	return resp.StatusCode, nil
