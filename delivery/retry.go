@@ -23,11 +23,21 @@ type retryPolicy struct {
 }
 
 // delay is delivery.backoff * factor^(n-1), ±20% jitter, before the n-th
-// retry.
+// retry, at most maxRetryDelay.
 func (p retryPolicy) delay(n int) time.Duration {
-	base := float64(p.backoff) * math.Pow(p.factor, float64(n-1))
-	return time.Duration(base * (0.8 + 0.4*p.jitter()))
+	d := float64(p.backoff) * math.Pow(p.factor, float64(n-1)) * (0.8 + 0.4*p.jitter())
+	if d >= float64(maxRetryDelay) || math.IsNaN(d) {
+		// Also before the conversion: a product past time.Duration's
+		// range wrapped round to a negative wait, a retry at once.
+		return maxRetryDelay
+	}
+	return time.Duration(d)
 }
+
+// maxRetryDelay caps the wait before a retry, whatever delivery.backoff
+// and delivery.backoff_factor give (the defaults' third and last retry
+// waits 8 minutes).
+const maxRetryDelay = 7 * 24 * time.Hour
 
 // maxRetryAfter caps the wait a receiver's Retry-After can ask for.
 const maxRetryAfter = time.Hour

@@ -33,6 +33,24 @@ func TestBackoffGrowsByTheFactorPerRetry(t *testing.T) {
 	}
 }
 
+// TestADelayPastItsCapIsTheCapNotARetryAtOnce: a backoff and factor whose
+// product passes time.Duration's range wrapped round to a negative wait,
+// a retry at once; every delay is now at most maxRetryDelay, never below
+// zero.
+func TestADelayPastItsCapIsTheCapNotARetryAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		backoff time.Duration
+		factor  float64
+		retry   int
+	}{{30 * time.Second, 100, 6}, {1000 * time.Hour, 4, 7}, {30 * time.Second, 4, 10}, {time.Hour, 1e300, 3}} {
+		p := testPolicy(fixedJitter(0.5))
+		p.backoff, p.factor = tc.backoff, tc.factor
+		if got := p.delay(tc.retry); got != maxRetryDelay {
+			t.Errorf("backoff %s, factor %g, retry %d: delay %s; want the cap, %s", tc.backoff, tc.factor, tc.retry, got, maxRetryDelay)
+		}
+	}
+}
+
 func TestJitterStaysWithinTwentyPercent(t *testing.T) {
 	p := testPolicy(fixedJitter(0))
 	if got, want := p.delay(2), 96*time.Second; got != want {
