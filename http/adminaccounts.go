@@ -80,17 +80,26 @@ func (a *Admin) handleCreateKey(w http.ResponseWriter, r *http.Request, _ httpro
 
 func (a *Admin) handleListKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	account := r.URL.Query().Get("account")
-	if account != "" {
-		found := false
-		for _, acc := range a.State.Accounts() {
-			found = found || acc.ID == account
-		}
-		if !found {
-			writeAdminError(w, http.StatusNotFound, "no account "+account)
-			return
-		}
+	if !a.accountGiven(w, account) {
+		return
 	}
 	writeJSON(w, http.StatusOK, List[projections.APIKey]{Data: a.State.Keys(account)})
+}
+
+// accountGiven reports whether account, a list's --account, is "" (every
+// account) or an account's id; else it has answered 404, so that a
+// mistyped id is not taken for an account with nothing to list.
+func (a *Admin) accountGiven(w http.ResponseWriter, account string) bool {
+	if account == "" {
+		return true
+	}
+	for _, acc := range a.State.Accounts() {
+		if acc.ID == account {
+			return true
+		}
+	}
+	writeAdminError(w, http.StatusNotFound, "no account "+account)
+	return false
 }
 
 func (a *Admin) handleRevokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {

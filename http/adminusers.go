@@ -53,7 +53,11 @@ func (a *Admin) handleCreateUser(w http.ResponseWriter, r *http.Request, _ httpr
 }
 
 func (a *Admin) handleListUsers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, List[projections.User]{Data: a.State.Users(r.URL.Query().Get("account"))})
+	account := r.URL.Query().Get("account")
+	if !a.accountGiven(w, account) {
+		return
+	}
+	writeJSON(w, http.StatusOK, List[projections.User]{Data: a.State.Users(account)})
 }
 
 // handleResetPassword issues a new setup link; the password stays until
