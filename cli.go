@@ -360,7 +360,8 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		createsDataDir(method, target))
 	if err != nil {
 		if errors.Is(err, eventlog.ErrLocked) {
-			return 0, fmt.Errorf("%s, but its admin socket %s does not answer", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
+			return 0, fmt.Errorf("%s, but its admin socket %s does not answer yet: serve binds it once it has rebuilt its state "+
+				"(its /readyz says starting meanwhile); retry when it is ready", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
 		}
 		return 0, err
 	}

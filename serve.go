@@ -175,7 +175,14 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	logger.Info("listening; rebuilding state", "listen", apiLn.Addr().String(), "tls", cfg.TLS.CertFile != "",
 		"max_connections", maxConns, "head_seq", log.DurableSeq())
 
-	state, err := projections.Open(log, projectionOptions(cfg, sealer, logger))
+	opts := projectionOptions(cfg, sealer, logger)
+	opts.Stop = c.ctx.Done() // a signal during a long replay stops serve now, not after it
+	state, err := projections.Open(log, opts)
+	if errors.Is(err, projections.ErrStopped) {
+		apiSrv.Close()
+		logger.Info("stopped while rebuilding the state", "head_seq", log.DurableSeq())
+		return nil
+	}
 	if err != nil {
 		apiSrv.Close()
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -74,7 +74,13 @@ type Options struct {
 	// few thousand events and once at the end, with the seq reached and
 	// the head it replays to (serve logs it every few seconds).
 	ReplayProgress func(seq, head uint64)
+	// Stop, if set, ends Open's replay when it is closed: Open then
+	// returns ErrStopped (serve stopped by a signal while it starts).
+	Stop <-chan struct{}
 }
+
+// ErrStopped ends an Open whose Options.Stop closed during the replay.
+var ErrStopped = errors.New("stopped while rebuilding the state")
 
 // DefaultOptions are the settings of an unconfigured service.
 var DefaultOptions = Options{HotThreshold: 80, MaxWebhooks: 25}
@@ -101,7 +107,7 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 	} else {
 		info.Ignored = why
 	}
-	state, err := replayLog(log, base, opts.ReplayProgress)
+	state, err := replayLogTo(log, base, log.DurableSeq(), opts.ReplayProgress, opts.Stop)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +149,12 @@ var replayProgressEvery uint64 = 4096
 // replayLog is ReplayLog calling progress, if set, as Options.ReplayProgress
 // says.
 func replayLog(log *eventlog.Log, base *State, progress func(seq, head uint64)) (*State, error) {
-	return replayLogTo(log, base, log.DurableSeq(), progress)
+	return replayLogTo(log, base, log.DurableSeq(), progress, nil)
 }
 
-// replayLogTo is replayLog up to seq head.
-func replayLogTo(log *eventlog.Log, base *State, head uint64, progress func(seq, head uint64)) (*State, error) {
+// replayLogTo is replayLog up to seq head, ended with ErrStopped when
+// cancel (if not nil) closes.
+func replayLogTo(log *eventlog.Log, base *State, head uint64, progress func(seq, head uint64), cancel <-chan struct{}) (*State, error) {
 	s := base
 	if s == nil {
 		s = NewState()
@@ -176,6 +183,13 @@ func replayLogTo(log *eventlog.Log, base *State, head uint64, progress func(seq,
 	for batch := range decoded {
 		if applyErr != nil {
 			continue // draining until the reader sees stop
+		}
+		select {
+		case <-cancel:
+			applyErr = ErrStopped
+			close(stop)
+			continue
+		default:
 		}
 		for i := range batch.recs {
 			rec := &batch.recs[i]

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -44,4 +45,25 @@ func TestReplayTellsItsProgress(t *testing.T) {
 		t.Fatalf("Open's replay progress %v, want it to end at %d of %d", calls, head, head)
 	}
 	e2.close()
+}
+
+// TestAStoppedReplayEnds: its stop channel closed, a replay ends with
+// ErrStopped instead of running to the head (Open's, with Options.Stop:
+// serve stopped by a signal during a long start).
+func TestAStoppedReplayEnds(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("acme")
+	e.agent(pr, "a")
+	stopped := make(chan struct{})
+	close(stopped)
+	if _, err := replayLogTo(e.log, nil, e.log.DurableSeq(), nil, stopped); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a replay with its stop closed = %v; want ErrStopped", err)
+	}
+	s, err := replayLogTo(e.log, nil, e.log.DurableSeq(), nil, make(chan struct{}))
+	if err != nil {
+		t.Fatalf("a replay with its stop open: %v", err)
+	}
+	if s.seq != e.log.DurableSeq() {
+		t.Fatalf("a replay with its stop open reached seq %d; want the head %d", s.seq, e.log.DurableSeq())
+	}
 }

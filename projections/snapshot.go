@@ -548,7 +548,7 @@ func CheckSnapshot(log *eventlog.Log, progress func(done, total uint64)) (uint64
 	if progress != nil {
 		report = func(seq, head uint64) { progress(seq, head) }
 	}
-	s, err := replayLogTo(log, nil, meta.Seq, report)
+	s, err := replayLogTo(log, nil, meta.Seq, report, nil)
 	if err != nil {
 		return 0, err
 	}
