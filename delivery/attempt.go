@@ -80,7 +80,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 		r.err = &url.Error{Op: "Post", URL: to.URL.Redacted(), Err: err}
 		return r
 	}
-	r.detail.answer = resp.Header
+	r.detail.answer = keptHeader(resp.Header)
 	// The head is kept, in a buffer of its size when the answer says it;
 	// the rest is read through io.Discard's pooled buffer, not a 32 KiB
 	// one of io.Copy's per attempt.

@@ -3,7 +3,10 @@ package delivery
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -59,17 +62,69 @@ func (s deliveryStore) attemptsOf(wh, id string) ([]Attempt, error) {
 		if err := msgpack.Unmarshal(v, &a); err != nil {
 			return err
 		}
+		if len(out) == maxShownAttempts { // the newest are kept: drop the oldest
+			copy(out, out[1:])
+			out = out[:len(out)-1]
+		}
 		out = append(out, a)
 		return nil
 	})
 	return out, err
 }
 
+// maxShownAttempts bounds the attempts a delivery's detail shows, the
+// newest: each may hold 4 KiB of answer and 4 KiB of its headers, and
+// manual retries add attempts without end.
+const maxShownAttempts = 100
+
+// maxKeptHeader bounds the bytes (names and values) of a receiver's
+// answer headers an attempt keeps, as maxKeptBody bounds its body: an
+// answer's head may be 64 KiB, kept with every attempt until retention.
+const maxKeptHeader = 4 << 10
+
+// notKeptHeader names, in an attempt's kept answer headers, what was left
+// out of them.
+const notKeptHeader = "X-Demosvc-Not-Kept"
+
+// keptHeader is h, or when its names and values pass maxKeptHeader bytes,
+// the headers that fit, in name order, and notKeptHeader saying how many
+// were left out.
+func keptHeader(h http.Header) http.Header {
+	size := 0
+	for k, vs := range h {
+		size += len(k)
+		for _, v := range vs {
+			size += len(v)
+		}
+	}
+	if size <= maxKeptHeader {
+		return h
+	}
+	out := http.Header{}
+	size, left := 0, 0
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		n := len(k)
+		for _, v := range h[k] {
+			n += len(v)
+		}
+		if size+n > maxKeptHeader {
+			left++
+			continue
+		}
+		size += n
+		out[k] = h[k]
+	}
+	out.Set(notKeptHeader, fmt.Sprintf("%d headers beyond the %d bytes kept", left, maxKeptHeader))
+	return out
+}
+
 // derived are the request headers setHeaders writes from the delivery and
 // the configuration alone: not stored with each attempt (they are most of
 // its bytes), but put back when it is shown (withDerived). The others vary
 // from one attempt to the next (signatures, timestamp, attempt number).
-var derived = []string{"Content-Type", "User-Agent", "X-Service-Event-Id", "X-Service-Webhook-Id", "Webhook-Id"}
+// (User-Agent is stored: it changes with demosvc's version, and an
+// attempt shows the one it was sent with.)
+var derived = []string{"Content-Type", "X-Service-Event-Id", "X-Service-Webhook-Id", "Webhook-Id"}
 
 // withDerived puts back the derived request headers of an attempt of d,
 // as setHeaders sent them.
@@ -78,7 +133,10 @@ func (a *Attempt) withDerived(d *Delivery, userAgent string) {
 	for k, v := range a.RequestHeaders {
 		h[k] = v
 	}
-	h["Content-Type"], h["User-Agent"] = "application/json", userAgent
+	h["Content-Type"] = "application/json"
+	if _, kept := h["User-Agent"]; !kept {
+		h["User-Agent"] = userAgent // an attempt stored before User-Agent was: the closest there is
+	}
 	h["X-Service-Event-Id"], h["X-Service-Webhook-Id"] = d.EventID, d.WebhookID
 	if _, standard := h["Webhook-Signature"]; standard {
 		h["Webhook-Id"] = d.EventID

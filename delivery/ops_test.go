@@ -1028,3 +1028,86 @@ func deliveredOnce(t *testing.T) (*world, projections.WebhookView) {
 	waitFor(t, "one delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
 	return w, wh
 }
+
+// TestAnAttemptKeepsBoundedAnswerHeadersAndTheDetailTheNewestAttempts:
+// a receiver answering with 60 KiB of headers has 4 KiB of them kept with
+// each attempt, and a note of what was left out; a delivery retried by
+// hand without end shows its newest maxShownAttempts attempts. Each
+// attempt kept the whole head, and the detail built every attempt at once.
+func TestAnAttemptKeepsBoundedAnswerHeadersAndTheDetailTheNewestAttempts(t *testing.T) {
+	w := openWorld(t, "")
+	big := strings.Repeat("v", 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		for i := range 60 {
+			rw.Header().Set(fmt.Sprintf("X-Big-%02d", i), big)
+		}
+		rw.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	wh := w.register(srv.URL, "contact.created")
+	cfg := testConfig()
+	cfg.MaxRetries = 0
+	w.start(cfg)
+	w.startSession(w.newAgent(), "a@example.com")
+	var id string
+	waitFor(t, "the delivery failed", func() bool {
+		ds := deliveriesOf(t, w, wh.ID)
+		if len(ds) == 1 && ds[0].Status == StatusFailed {
+			id = ds[0].ID
+			return true
+		}
+		return false
+	})
+	const tries = maxShownAttempts + 5
+	for i := 1; i < tries; i++ {
+		if _, err := w.m.Retry(t.Context(), wh.ID, id); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the retry failed", func() bool {
+			d, err := w.m.Delivery(wh.ID, id)
+			return err == nil && d.Status == StatusFailed && d.Attempts == 1
+		})
+	}
+	d, err := w.m.Detail(wh.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Log) != maxShownAttempts || d.Log[len(d.Log)-1].N != tries || d.Log[0].N != tries-maxShownAttempts+1 {
+		t.Fatalf("the detail shows %d attempts, %d to %d; want the newest %d, %d to %d", len(d.Log), d.Log[0].N, d.Log[len(d.Log)-1].N,
+			maxShownAttempts, tries-maxShownAttempts+1, tries)
+	}
+	for _, a := range d.Log {
+		size := 0
+		for k, v := range a.ResponseHeaders {
+			if k != notKeptHeader {
+				size += len(k) + len(v)
+			}
+		}
+		if size > maxKeptHeader || !strings.Contains(a.ResponseHeaders[notKeptHeader], "headers beyond the 4096 bytes kept") {
+			t.Fatalf("attempt %d keeps %d bytes of answer headers (note %q); want at most %d and a note", a.N, size, a.ResponseHeaders[notKeptHeader], maxKeptHeader)
+		}
+	}
+}
+
+// TestAnAttemptShowsTheUserAgentItWasSentWith: the detail shows the
+// User-Agent an attempt went out with, not the running build's (it was
+// filled in from the configuration, so after an upgrade every older
+// attempt showed one never sent).
+func TestAnAttemptShowsTheUserAgentItWasSentWith(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "contact.created")
+	cfg := testConfig()
+	cfg.UserAgent = "demosvc/1.0"
+	w.start(cfg)
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "the delivery", func() bool { return allStatus(t, w, wh.ID, 1, StatusSucceeded) })
+	w.m.cfg.UserAgent = "demosvc/2.0" // as a later build shows it
+	d, err := w.m.Detail(wh.ID, deliveriesOf(t, w, wh.ID)[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Log[0].RequestHeaders["User-Agent"]; got != "demosvc/1.0" || rv.all()[0].header.Get("User-Agent") != "demosvc/1.0" {
+		t.Errorf("the attempt shows User-Agent %q; want the one it was sent with, demosvc/1.0", got)
+	}
+}

@@ -148,7 +148,7 @@ func (p *signers) put(s *signer) { p.pool.Put(s) }
 // webhook-signature carries both signatures, the new one first, as
 // Standard Webhooks allows.
 func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, standard bool, userAgent string) (map[string]string, error) {
-	varies := make(map[string]string, 4)
+	varies := make(map[string]string, 5)
 	// Canonical keys set directly, their values in one array: a delivery
 	// sends these on every attempt.
 	sg.vals = slices.Grow(sg.vals[:0], 9)
