@@ -256,12 +256,8 @@ func (w *world) startWith(cfg Config, logger *slog.Logger, prepare func(*Dispatc
 // it: whatever that iteration collects and dispatches is done by then.
 func (w *world) throughLoop(wh string) {
 	w.t.Helper()
-	w.m.mu.Lock()
-	l := w.m.loops[wh]
-	w.m.mu.Unlock()
-	if l == nil {
-		w.t.Fatalf("webhook %s has no delivery loop", wh)
-	}
+	// A dispatcher just started may not have started its loops yet.
+	waitFor(w.t, "webhook "+wh+"'s delivery loop", func() bool { return w.hasLoop(wh) })
 	for i := 0; i < 2; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		_, err := w.m.Retry(ctx, wh, "dlv_none")
