@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -198,6 +199,9 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 	for _, r := range rv.all() {
 		if r.header.Get("X-Service-Delivery-Attempt") != "" {
 			seen[r.header.Get("X-Service-Event-Id")] = true
+		}
+		if r.header.Get("X-Service-Signature") != Signature(wh.Secret, r.body) || !bytes.Contains(r.body, []byte(`"contact.created"`)) {
+			t.Fatalf("event %s was sent %q, not its body", r.header.Get("X-Service-Event-Id"), r.body)
 		}
 	}
 	if len(seen) != 10_100 {
@@ -778,4 +782,59 @@ func TestDisablingAWebhookKeepsTheAnswersItGot(t *testing.T) {
 	if n := rv.count(); n != 2 {
 		t.Errorf("the receiver got %d requests once the webhook was enabled again; want the 2 it had answered", n)
 	}
+}
+
+// sendersOf counts the goroutines making l's attempts (loop.sender).
+func sendersOf(l *loop) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), fmt.Sprintf("delivery.(*loop).sender(%p", l))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A loop's attempts are made by senders kept from one attempt to the
+// next, as many as its attempts in flight; one left idle for senderIdle
+// ends, and every one ends with its loop.
+func TestSendersAreKeptWhileThereIsWorkAndEndWithoutIt(t *testing.T) {
+	w := openWorld(t, "")
+	var inFlight, most atomic.Int64
+	rv := newReceiver(t, func(int) (int, time.Duration) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return 200, 0
+	})
+	wh := w.register(rv.URL, "contact.created")
+	cfg, clock := clockedConfig()
+	cfg.Concurrency = 3
+	w.start(cfg)
+	agent := w.newAgent()
+	w.sessions(t, agent, 0, 60)
+	waitFor(t, "60 deliveries", deliveriesAre(t, w, wh.ID, 60, succeeded))
+	if most.Load() > 3 {
+		t.Errorf("%d attempts at once, over delivery.concurrency 3", most.Load())
+	}
+	w.m.mu.Lock()
+	l := w.m.loops[wh.ID]
+	w.m.mu.Unlock()
+	if n := sendersOf(l); n == 0 || n > 2*cfg.Concurrency {
+		t.Errorf("%d senders after 60 attempts at concurrency 3, want 1 to 6 kept", n)
+	}
+
+	clock.Advance(senderIdle)
+	waitFor(t, "the idle senders to end", func() bool { return sendersOf(l) == 0 })
+	w.startSession(agent, "after@example.com")
+	waitFor(t, "a delivery after they ended", deliveriesAre(t, w, wh.ID, 61, succeeded))
+	if n := sendersOf(l); n != 1 {
+		t.Errorf("%d senders after one attempt, want 1", n)
+	}
+	if err := w.state.DeleteWebhook(t.Context(), w.pr, wh.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loop's senders to end with it", func() bool { return sendersOf(l) == 0 })
 }

@@ -26,6 +26,7 @@ type loop struct {
 	deleted   atomic.Bool   // set before cancel when the webhook is gone
 	finished  bool          // run has returned; guarded by the dispatcher's mu
 	retryReqs chan retryReq
+	sends     chan Delivery // to an idle sender (sendOne)
 	results   chan result
 	retry     retryState
 	pending   map[string]*Delivery // not yet succeeded or failed
@@ -97,7 +98,7 @@ func newLoop(dp *Dispatcher, t projections.Target) *loop {
 	// lets attempts in flight finish and be recorded.
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{dp: dp, t: t, ctx: ctx, cancel: cancel, stopping: make(chan struct{}), retryReqs: make(chan retryReq),
-		results: make(chan result, 64), retry: retryState{policy: dp.policy},
+		sends: make(chan Delivery), results: make(chan result, 64), retry: retryState{policy: dp.policy},
 		pending: map[string]*Delivery{}, busy: map[string]bool{}, wake: make(chan struct{}, 1), tests: make(chan uint64, 64),
 		writes: make(chan write, maxWritesInFlight), written: make(chan write, maxWritesInFlight)}
 	l.cur.Store(&t)
@@ -414,9 +415,47 @@ func (l *loop) startReady(now int64) time.Duration {
 		}
 		l.ready = l.ready[1:]
 		l.busy[id] = true
-		go l.attempt(*d)
+		l.sendOne(*d)
 	}
 	return 0
+}
+
+// senderIdle is how long a sender waits for another attempt before it
+// ends.
+const senderIdle = 5 * time.Second
+
+// sendOne hands d to an idle sender, or starts one. A sender makes one
+// attempt after another: a goroutine started for each attempt grew its
+// stack on every exchange (runtime.newstack and copystack were up to a
+// tenth of the CPU of a delivery, as the runtime's estimate of a new
+// goroutine's stack moved with the others it had seen).
+func (l *loop) sendOne(d Delivery) {
+	select {
+	case l.sends <- d:
+	default:
+		go l.sender(d)
+	}
+}
+
+// sender makes the attempt of first, then those handed to it on sends,
+// until it has waited senderIdle for one or the loop has ended. A loop
+// has at most delivery.concurrency attempts in flight, so as many senders
+// are busy; a few more may be on their way back to sends.
+func (l *loop) sender(first Delivery) {
+	l.attempt(first)
+	idle := l.dp.clock.NewTimer(senderIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case d := <-l.sends:
+			l.attempt(d)
+			idle.Reset(senderIdle)
+		case <-idle.C():
+			return
+		case <-l.ctx.Done():
+			return
+		}
+	}
 }
 
 // errWebhookGone stops an attempt whose webhook was deleted or disabled

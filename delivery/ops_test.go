@@ -294,9 +294,17 @@ func TestRecoverAndReplay(t *testing.T) {
 	if rv.count() != 7 {
 		t.Fatalf("receiver got %d requests, want 7", rv.count())
 	}
+	first := map[string][]byte{} // event id -> the body sent first
+	for _, r := range rv.all()[:3] {
+		first[r.header.Get("X-Service-Event-Id")] = r.body
+	}
 	for _, r := range rv.all()[4:] {
-		if id := r.header.Get("X-Service-Event-Id"); !failed[id] {
+		id := r.header.Get("X-Service-Event-Id")
+		if !failed[id] {
 			t.Errorf("recover re-sent event %s, which had not failed", id)
+		}
+		if !bytes.Equal(r.body, first[id]) {
+			t.Errorf("recover re-sent event %s with %q, not the body it sent first", id, r.body)
 		}
 	}
 
@@ -996,6 +1004,9 @@ func TestARetryOfADeliveryWhoseFailureIsBeingStoredIsNotLost(t *testing.T) {
 		t.Fatalf("retry: %+v, %v; want it pending", d, err)
 	}
 	waitFor(t, "the retried attempt at the receiver", func() bool { return rv.count() == 2 })
+	if got := rv.all(); !bytes.Equal(got[1].body, got[0].body) {
+		t.Errorf("the retry sent %q, not the body sent first", got[1].body)
+	}
 	close(h.release) // the loop takes the write back now, after the retry
 	w.throughLoop(wh.ID)
 	close(second) // the retried attempt succeeds
