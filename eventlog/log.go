@@ -310,7 +310,9 @@ func (l *Log) readError(err error) error {
 
 // ReadSeqs calls fn for the record of each seq of seqs, which must be
 // increasing and durable, with one iterator: a reader that wants some
-// records of a range (one account's) seeks past the others.
+// records of a range (one account's) seeks past the others, and steps to
+// the next record when it wants that one (a seek cost 1.2 µs a record,
+// most of what reading a delivery's event cost).
 func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
 	if len(seqs) == 0 {
 		return nil
@@ -330,8 +332,14 @@ func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
 	defer it.Close()
 	var rec Record
 	in := interned{}
-	for _, seq := range seqs {
-		if !it.SeekGE(logKey(seq)) {
+	for i, seq := range seqs {
+		var found bool
+		if i > 0 && seq == seqs[i-1]+1 {
+			found = it.Next() // pass finds it another seq if this one is missing
+		} else {
+			found = it.SeekGE(logKey(seq))
+		}
+		if !found {
 			if err := it.Error(); err != nil {
 				return l.readError(err)
 			}

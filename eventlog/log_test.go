@@ -182,6 +182,33 @@ func TestReadSeqsReadsTheSeqsAskedFor(t *testing.T) {
 			t.Errorf("ReadSeqs(%v) did not fail", seqs)
 		}
 	}
+	// Runs of consecutive seqs, which it steps through, between jumps.
+	got = got[:0]
+	err = h.log.ReadSeqs([]uint64{1, 2, 3, 4, 6, 8, 9, 10}, func(r *Record) error {
+		if r.ID != recs[r.Seq-1].ID {
+			t.Errorf("seq %d: record %s, want %s", r.Seq, r.ID, recs[r.Seq-1].ID)
+		}
+		got = append(got, r.Seq)
+		return nil
+	})
+	if err != nil || fmt.Sprint(got) != "[1 2 3 4 6 8 9 10]" {
+		t.Errorf("ReadSeqs(1-4, 6, 8-10) read %v, %v", got, err)
+	}
+	// A record missing from a run is named, not stepped over.
+	if err := h.store.db.Delete(logKey(9), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	for _, seqs := range [][]uint64{{8, 9, 10}, {8, 9}, {9, 10}} {
+		err := h.log.ReadSeqs(seqs, func(r *Record) error {
+			if r.Seq == 9 || r.Seq == 10 && seqs[0] == 8 {
+				t.Errorf("ReadSeqs(%v) passed seq %d", seqs, r.Seq)
+			}
+			return nil
+		})
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("ReadSeqs(%v) over a missing seq 9: %v, want ErrCorrupt", seqs, err)
+		}
+	}
 }
 
 func TestReopenContinuesTheChain(t *testing.T) {
