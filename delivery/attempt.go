@@ -62,8 +62,7 @@ func (s *sender) send(ctx context.Context, t projections.Target, d Delivery, key
 	}
 	sg := keys.get(t.Signing(now))
 	header := sg.header()
-	r.detail.RequestHeaders, err = setHeaders(header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent)
-	if err != nil {
+	if err = setHeaders(header, sg, &d, d.Attempts+1, now.Unix(), s.standardWebhooks, s.userAgent, &r.detail.sent); err != nil {
 		keys.put(sg)
 		r.err = err
 		return r

@@ -33,9 +33,11 @@ type Attempt struct {
 	ResponseHeaders map[string]string `msgpack:"rs"`
 	ResponseBody    []byte            `msgpack:"b"`
 	// answer is the answer's header as read, written as ResponseHeaders
-	// (each name's values joined with ", ") when that is nil: an attempt
+	// (each name's values joined with ", ") when that is nil, and sent the
+	// request's, written as RequestHeaders when that is nil: an attempt
 	// goes to its write without a map built only to be encoded.
 	answer http.Header
+	sent   sentHeaders
 }
 
 // Keys: 'd' + webhook id + 0x00 + 'a' + delivery id + serial (4 bytes,

@@ -222,7 +222,7 @@ func deliveryHeaders(b *testing.B, cfg Config, body []byte) http.Header {
 	d := Delivery{ID: "dlv_01kmtd8d8hzqehqyqf6nm2x0c5", WebhookID: "wh_01kmtd8d8hzqehqyqf6nm2x0c5",
 		EventID: "evt_01kmtd8d8hzqehqyqf6nm2x0c5", Body: body}
 	sg := newSigner("whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), "")
-	if _, err := setHeaders(h, sg, &d, 1, time.Now().Unix(), cfg.StandardWebhooks, cfg.UserAgent); err != nil {
+	if err := setHeaders(h, sg, &d, 1, time.Now().Unix(), cfg.StandardWebhooks, cfg.UserAgent, new(sentHeaders)); err != nil {
 		b.Fatal(err)
 	}
 	return h.Clone() // not the signer's value array

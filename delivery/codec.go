@@ -57,7 +57,11 @@ func appendAttempt(b []byte, a *Attempt) []byte {
 	b = msgp.AppendInt64(msgp.AppendStr(b, "d"), a.DurationMS)
 	b = msgp.AppendInt(msgp.AppendStr(b, "c"), int64(a.StatusCode))
 	b = msgp.AppendStr(msgp.AppendStr(b, "e"), a.Error)
-	b = appendHeaders(msgp.AppendStr(b, "rq"), a.RequestHeaders)
+	if a.RequestHeaders == nil && a.sent.n > 0 {
+		b = appendPairs(msgp.AppendStr(b, "rq"), a.sent.pairs())
+	} else {
+		b = appendHeaders(msgp.AppendStr(b, "rq"), a.RequestHeaders)
+	}
 	if a.ResponseHeaders == nil && a.answer != nil {
 		b = appendAnswerHeader(msgp.AppendStr(b, "rs"), a.answer)
 	} else {
@@ -77,6 +81,16 @@ func appendAnswerHeader(b []byte, h http.Header) []byte {
 		} else {
 			b = msgp.AppendStr(b, strings.Join(vs, ", "))
 		}
+	}
+	return b
+}
+
+// appendPairs appends the names and values of kv, each name followed by
+// its value, as appendHeaders appends the map of them.
+func appendPairs(b []byte, kv []string) []byte {
+	b = msgp.AppendMapLen(b, len(kv)/2)
+	for _, s := range kv {
+		b = msgp.AppendStr(b, s)
 	}
 	return b
 }
@@ -106,7 +120,14 @@ func attemptSize(a *Attempt) int {
 			}
 		}
 	}
-	return 20 + 8*9 + len(a.Error) + headersSize(a.RequestHeaders) + answer + len(a.ResponseBody)
+	request := headersSize(a.RequestHeaders)
+	if a.RequestHeaders == nil && a.sent.n > 0 {
+		request = 5
+		for _, s := range a.sent.pairs() {
+			request += 5 + len(s)
+		}
+	}
+	return 20 + 8*9 + len(a.Error) + request + answer + len(a.ResponseBody)
 }
 
 func headersSize(h map[string]string) int {

@@ -83,7 +83,8 @@ func TestDeliveryEncodingIsMsgpacks(t *testing.T) {
 }
 
 // An attempt's answer header, kept as read, is written as the map of its
-// names to their values joined with ", ", and reads back as that map.
+// names to their values joined with ", ", and reads back as that map; its
+// request headers, kept as set (sentHeaders), as the map of them.
 func TestAttemptAnswerHeaderIsWrittenAsItsMap(t *testing.T) {
 	r := randomCodecValues{rand.New(rand.NewPCG(5, 6))}
 	for i := 0; i < 300; i++ {
@@ -102,6 +103,12 @@ func TestAttemptAnswerHeaderIsWrittenAsItsMap(t *testing.T) {
 			h[k], want[k] = vs, strings.Join(vs, ", ")
 		}
 		a := &Attempt{N: int(r.int()), StatusCode: int(r.int()), answer: h, ResponseBody: r.bin()}
+		sent := map[string]string{}
+		for j := r.rng.IntN(len(a.sent.kv)/2 + 1); j > 0; j-- {
+			k, v := r.str()+strconv.Itoa(j), r.str()
+			a.sent.add(k, v)
+			sent[k] = v
+		}
 		got := appendAttempt(nil, a)
 		var back Attempt
 		if err := msgpack.Unmarshal(got, &back); err != nil {
@@ -109,6 +116,12 @@ func TestAttemptAnswerHeaderIsWrittenAsItsMap(t *testing.T) {
 		}
 		if !reflect.DeepEqual(back.ResponseHeaders, want) || back.N != a.N || !bytes.Equal(back.ResponseBody, a.ResponseBody) {
 			t.Fatalf("attempt %d did not read back equal: %d names, want %d", i, len(back.ResponseHeaders), len(want))
+		}
+		if len(sent) == 0 {
+			sent = nil // none set: written as no map
+		}
+		if !reflect.DeepEqual(back.RequestHeaders, sent) {
+			t.Fatalf("attempt %d: request headers read back as %v, want %v", i, back.RequestHeaders, sent)
 		}
 		if len(got) > attemptSize(a) {
 			t.Fatalf("attempt %d: %d bytes, more than attemptSize's %d", i, len(got), attemptSize(a))

@@ -139,16 +139,15 @@ func (p *signers) get(secret, previous string) *signer {
 
 func (p *signers) put(s *signer) { p.pool.Put(s) }
 
-// setHeaders sets every header of one attempt and returns those that vary
-// from one attempt to the next (all but the derived ones), for its attempt
-// detail.
+// setHeaders sets every header of one attempt and adds to varies those
+// that vary from one attempt to the next (all but the derived ones), for
+// its attempt detail.
 // During a rotation's overlap (sg keyed with a previous secret)
 // X-Service-Signature is signed with the previous secret, so a receiver
 // that follows the seed keeps verifying until it switches, and
 // webhook-signature carries both signatures, the new one first, as
 // Standard Webhooks allows.
-func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, standard bool, userAgent string) (map[string]string, error) {
-	varies := make(map[string]string, 5)
+func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, standard bool, userAgent string, varies *sentHeaders) error {
 	// Canonical keys set directly, their values in one array: a delivery
 	// sends these on every attempt.
 	sg.vals = slices.Grow(sg.vals[:0], 9)
@@ -157,7 +156,7 @@ func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, 
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 		if !slices.Contains(derived, k) {
-			varies[k] = v
+			varies.add(k, v)
 		}
 	}
 	set("Content-Type", "application/json")
@@ -169,11 +168,27 @@ func setHeaders(h http.Header, sg *signer, d *Delivery, attempt int, now int64, 
 	if standard {
 		sig, err := sg.standardSignature(d.EventID, now, d.Body)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		set("Webhook-Id", d.EventID)
 		set("Webhook-Timestamp", strconv.FormatInt(now, 10))
 		set("Webhook-Signature", sig)
 	}
-	return varies, nil
+	return nil
 }
+
+// sentHeaders are the request headers of an attempt that vary from one
+// attempt to the next (setHeaders), in the order set: an attempt's
+// detail is written without a map built only to be encoded.
+type sentHeaders struct {
+	n  int
+	kv [2 * 5]string
+}
+
+func (s *sentHeaders) add(k, v string) {
+	s.kv[2*s.n], s.kv[2*s.n+1] = k, v
+	s.n++
+}
+
+// pairs returns the names and values, each name followed by its value.
+func (s *sentHeaders) pairs() []string { return s.kv[:2*s.n] }
