@@ -306,6 +306,10 @@ func importLines(store *Store, reg *Registry, r io.Reader, opts ImportOptions) (
 	sc.Buffer(make([]byte, 64<<10), maxImportLine)
 	seq := uint64(1)
 	line := 0
+	// Event ids are unique: receivers dedupe on them. Each id's 16 bytes
+	// and seq are kept, some 40 B a record, a small part of what the
+	// state of the imported log will hold in memory.
+	ids := map[ulid.ULID]uint64{}
 	for sc.Scan() {
 		line++
 		text := bytes.TrimSpace(sc.Bytes())
@@ -316,6 +320,11 @@ func importLines(store *Store, reg *Registry, r io.Reader, opts ImportOptions) (
 		if err != nil {
 			return 0, prev, &ImportError{Line: line, Err: err}
 		}
+		id := ulid.MustParseStrict(strings.TrimPrefix(rec.ID, "evt_")) // canonical: parseImportLine checked it or made it
+		if first, dup := ids[id]; dup {
+			return 0, prev, &ImportError{Line: line, Err: fmt.Errorf("id %s is already the id of seq %d: an event id names one event", rec.ID, first)}
+		}
+		ids[id] = seq
 		val, err := encodeRecord(rec, prev)
 		if err != nil {
 			return 0, prev, &ImportError{Line: line, Err: err}
@@ -403,8 +412,6 @@ func parseImportLine(reg *Registry, text []byte, seq uint64) (*Record, string, e
 	return rec, strings.ToLower(j.Hash), nil
 }
 
-// derivedEventID gives a hand-written record without an id a stable one:
-// the ULID of its time with entropy derived from its seq.
 // canonicalEventID reports whether id is an event id as the service
 // writes it: evt_ and a ULID in lower case. Receivers dedupe on it and
 // send it as a header, so an import takes nothing else.
@@ -417,6 +424,8 @@ func canonicalEventID(id string) bool {
 	return err == nil
 }
 
+// derivedEventID gives a hand-written record without an id a stable one:
+// the ULID of its time with entropy derived from its seq.
 func derivedEventID(seq uint64, t time.Time) string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], seq)

@@ -323,6 +323,11 @@ func TestImportRefusesABadLineAndImportsNothing(t *testing.T) {
 		return hex.EncodeToString(b)
 	}
 	good := `{"type":"note","time":"2026-11-21T12:00:00Z","account_id":"acc_1","data":{"text":"ok"}}` + "\n"
+	var first struct{ ID string }
+	if err := json.Unmarshal([]byte(valid[0]), &first); err != nil || first.ID == "" {
+		t.Fatalf("the export's first line %s (%v)", valid[0], err)
+	}
+	firstID := first.ID
 
 	for _, tc := range []struct {
 		name    string
@@ -354,6 +359,8 @@ func TestImportRefusesABadLineAndImportsNothing(t *testing.T) {
 		{"id that is not a ULID", edit(func(r map[string]any) { r["id"] = "evt_bad\r\nid" }), 2, "a ULID in lower case"},
 		{"id in upper case", edit(func(r map[string]any) { r["id"] = "evt_01JD0000000000000000000000" }), 2, "a ULID in lower case"},
 		{"id too long", edit(func(r map[string]any) { r["id"] = "evt_01jd00000000000000000000000" }), 2, "a ULID in lower case"},
+		{"id of an earlier record", edit(func(r map[string]any) { delete(r, "hash"); r["id"] = firstID }), 2, "already the id of seq 1"},
+		{"id of an earlier record made for it", good + `{"id":"` + derivedEventID(1, time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)) + `","type":"note","time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 2, "already the id of seq 1"},
 		{"time before 1970", good + `{"type":"note","time":"1969-12-31T23:59:59Z","account_id":"a","data":{}}` + "\n", 2, "not between the years 1970 and 9999"},
 		{"time of year 0 by its offset", good + `{"type":"note","time":"0000-01-01T00:00:00+01:00","account_id":"a","data":{}}` + "\n", 2, "not between the years 1970 and 9999"},
 		{"line numbers count blank lines", good + "\n   \n" + `{"type":"nope","time":"2026-11-21T12:00:00Z","account_id":"a","data":{}}` + "\n", 4, "unknown event type"},
