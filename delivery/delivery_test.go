@@ -195,13 +195,22 @@ func TestABacklogAndPendingRetriesSurviveARestart(t *testing.T) {
 		}
 		return true
 	})
+	ds, _, err := w.m.Deliveries(wh.ID, 20_000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string][]byte{} // event id -> its delivery's body
+	for _, d := range ds {
+		bodies[d.EventID] = d.Body
+	}
 	seen := map[string]bool{}
 	for _, r := range rv.all() {
+		id := r.header.Get("X-Service-Event-Id")
 		if r.header.Get("X-Service-Delivery-Attempt") != "" {
-			seen[r.header.Get("X-Service-Event-Id")] = true
+			seen[id] = true
 		}
-		if r.header.Get("X-Service-Signature") != Signature(wh.Secret, r.body) || !bytes.Contains(r.body, []byte(`"contact.created"`)) {
-			t.Fatalf("event %s was sent %q, not its body", r.header.Get("X-Service-Event-Id"), r.body)
+		if !bytes.Contains(bodies[id], []byte(`"contact.created"`)) || !bytes.Equal(r.body, bodies[id]) {
+			t.Fatalf("event %s was sent %q, not its body %q", id, r.body, bodies[id])
 		}
 	}
 	if len(seen) != 10_100 {

@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -45,5 +47,34 @@ func TestSignerSignsAsTheReferenceFunctions(t *testing.T) {
 	sg := pool.get("whsec_not base64!", "")
 	if _, err := sg.standardSignature("evt_1", 1, nil); err == nil {
 		t.Error("a secret whose key does not decode signed for Standard Webhooks")
+	}
+}
+
+// Every header setHeaders sets is derived or kept with the attempt, in a
+// sentHeaders that holds them all, in and out of Standard Webhooks and a
+// rotation's overlap.
+func TestSetHeadersKeepsEveryVaryingHeader(t *testing.T) {
+	d := Delivery{ID: "dlv_1", WebhookID: "wh_1", EventID: "evt_1", Body: []byte(`{}`)}
+	for _, standard := range []bool{false, true} {
+		for _, previous := range []string{"", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"} {
+			h := http.Header{}
+			var sent sentHeaders
+			sg := newSigner("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", previous)
+			if err := setHeaders(h, sg, &d, 1, 1, standard, "demosvc/test", &sent); err != nil {
+				t.Fatal(err)
+			}
+			kept := map[string]bool{}
+			for i, kv := 0, sent.pairs(); i < len(kv); i += 2 {
+				kept[kv[i]] = true
+				if h.Get(kv[i]) != kv[i+1] {
+					t.Errorf("kept %s: %q, sent %q", kv[i], kv[i+1], h.Get(kv[i]))
+				}
+			}
+			for k := range h {
+				if kept[k] == slices.Contains(derived, k) {
+					t.Errorf("standard %v, previous %q: %s is kept %v, derived %v", standard, previous, k, kept[k], slices.Contains(derived, k))
+				}
+			}
+		}
 	}
 }
