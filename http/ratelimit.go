@@ -36,9 +36,11 @@ type Decision struct {
 }
 
 // NewLimiters returns an empty set of buckets reading clock. max bounds the
-// number of buckets kept (0 = no bound): past it, full buckets are dropped,
-// and if none is full a new key is refused, so a flood of new keys cannot
-// grow memory without bound.
+// number of buckets kept (0 = no bound), so that a flood of new keys cannot
+// grow memory without bound: past it, a new key takes the place of another
+// (see evict). It is never refused for want of room: refusing every new key
+// once the map is full let anyone who could fill it (100,000 addresses every
+// few seconds) lock every other client out of signing in.
 func NewLimiters(clock func() time.Time, max int) *Limiters {
 	return &Limiters{clock: clock, max: max, buckets: map[string]*bucket{}}
 }
@@ -50,10 +52,7 @@ func (l *Limiters) Take(key string, perMinute int) Decision {
 		return Decision{Allowed: true}
 	}
 	now := l.clock()
-	b, ok := l.get(key, perMinute, now)
-	if !ok {
-		return Decision{Limit: perMinute, RetryAfter: time.Minute / time.Duration(perMinute)}
-	}
+	b := l.get(key, perMinute, now)
 	allowed := b.lim.AllowN(now, 1)
 	tokens := b.lim.TokensAt(now)
 	perSecond := float64(perMinute) / 60
@@ -76,32 +75,47 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-func (l *Limiters) get(key string, perMinute int, now time.Time) (*bucket, bool) {
+func (l *Limiters) get(key string, perMinute int, now time.Time) *bucket {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]
 	if b != nil && b.perMinute == perMinute {
-		return b, true
+		return b
 	}
 	if b == nil && l.max > 0 && len(l.buckets) >= l.max {
-		l.sweep(now)
-		if len(l.buckets) >= l.max {
-			return nil, false
-		}
+		l.evict(now)
 	}
 	b = &bucket{perMinute: perMinute, lim: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)}
 	l.buckets[key] = b
-	return b, true
+	return b
 }
 
-// sweep drops full buckets: forgetting them changes nothing, since a new
-// bucket starts full.
-func (l *Limiters) sweep(now time.Time) {
+// evictSample is how many buckets evict looks at.
+const evictSample = 16
+
+// evict drops one bucket of a sample of evictSample (a map's iteration
+// starts at a random place): the first full one, whose loss changes
+// nothing since a new bucket starts full, or else the fullest. A key that
+// has spent most of its bucket (an address guessing passwords) is the last
+// a sample drops, so a flood of fresh keys displaces its own kind rather
+// than resetting the count of a key that is being limited. The work is
+// bounded per new key; scanning every bucket was 100,000 a request.
+func (l *Limiters) evict(now time.Time) {
+	victim, most, seen := "", -1.0, 0
 	for k, b := range l.buckets {
-		if b.lim.TokensAt(now) >= float64(b.perMinute) {
-			delete(l.buckets, k)
+		tokens := b.lim.TokensAt(now) / float64(b.perMinute)
+		if tokens >= 1 {
+			victim = k
+			break
+		}
+		if tokens > most {
+			victim, most = k, tokens
+		}
+		if seen++; seen == evictSample {
+			break
 		}
 	}
+	delete(l.buckets, victim)
 }
 
 // Len returns the number of buckets kept.

@@ -67,19 +67,31 @@ func TestLimitersAllowExactlyOneMinuteOfRequests(t *testing.T) {
 	})
 }
 
+// A flood of new keys keeps the buckets bounded, yet never shuts out a key
+// it has not seen (a sign-in from a new address), nor frees a key that is
+// being limited from its count.
 func TestLimitersStayBoundedUnderAFloodOfNewKeys(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l := NewLimiters(clock.now, 100)
+	for range 60 {
+		l.Take("198.51.100.9", 60)
+	}
+	if l.Take("198.51.100.9", 60).Allowed {
+		t.Fatal("the 61st request of a minute was allowed")
+	}
 	for i := 0; i < 10_000; i++ {
-		l.Take(fmt.Sprintf("10.0.%d.%d", i/256, i%256), 60)
+		if !l.Take(fmt.Sprintf("10.0.%d.%d", i/256, i%256), 60).Allowed {
+			t.Fatalf("new key %d refused while the buckets are full", i)
+		}
+		if l.Len() > 100 {
+			t.Fatalf("%d buckets kept, bound is 100", l.Len())
+		}
 	}
-	if l.Len() > 100 {
-		t.Fatalf("%d buckets kept, bound is 100", l.Len())
-	}
-	// Once their buckets are full again, new addresses get in.
-	clock.advance(2 * time.Minute)
 	if !l.Take("192.0.2.1", 60).Allowed {
-		t.Error("a new address is refused although every bucket is full again")
+		t.Error("a new address is refused after the flood")
+	}
+	if d := l.Take("198.51.100.9", 60); d.Allowed || d.Remaining != 0 {
+		t.Errorf("the limited address after the flood: %+v; want still refused, its bucket kept", d)
 	}
 }
 
