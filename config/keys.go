@@ -98,7 +98,7 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Secrets.MasterKey }, func(c *Config) error { return masterKey(c.Secrets.MasterKey) }},
 	{"dashboard.enabled", "serve the web dashboard on the API's address",
 		func(c *Config) any { return &c.Dashboard.Enabled }, nil},
-	{"dashboard.secure_cookies", "mark session cookies Secure with the __Host- prefix (set behind a TLS proxy)",
+	{"dashboard.secure_cookies", "mark session cookies Secure with the __Host- prefix (set behind a TLS proxy; implied by an https dashboard.public_url)",
 		func(c *Config) any { return &c.Dashboard.SecureCookies }, nil},
 	{"dashboard.session_idle", "a dashboard session ends after this long without a request",
 		func(c *Config) any { return &c.Dashboard.SessionIdle }, func(c *Config) error { return positive(c.Dashboard.SessionIdle) }},

@@ -12,9 +12,11 @@ import (
 
 // secureCookies says whether cookies are marked Secure and take the
 // __Host- prefix: when served over TLS, or when configured (behind a TLS
-// proxy, where the request itself is plain HTTP).
+// proxy, where the request itself is plain HTTP), or when the dashboard's
+// public URL is https (a TLS proxy in front, whatever secure_cookies says).
 func (db *Dashboard) secureCookies(r *http.Request) bool {
-	return r.TLS != nil || db.deps.Config.Dashboard.SecureCookies
+	c := db.deps.Config.Dashboard
+	return r.TLS != nil || c.SecureCookies || strings.HasPrefix(strings.ToLower(c.PublicURL), "https://")
 }
 
 func (db *Dashboard) cookieName(r *http.Request) string {

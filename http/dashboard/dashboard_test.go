@@ -157,10 +157,15 @@ func TestHeadersAndCookies(t *testing.T) {
 		}
 	})
 
-	for _, secure := range []bool{false, true} {
-		t.Run("sign-in cookie, secure_cookies="+map[bool]string{false: "false", true: "true"}[secure], func(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		secure    bool // dashboard.secure_cookies
+		publicURL string
+	}{{"secure_cookies=false", false, ""}, {"secure_cookies=true", true, ""}, {"an https public_url", false, "HTTPS://demos.example.com/"}} {
+		secure := tc.secure || tc.publicURL != ""
+		t.Run("sign-in cookie, "+tc.name, func(t *testing.T) {
 			cfg := config.Default()
-			cfg.Dashboard.SecureCookies = secure
+			cfg.Dashboard.SecureCookies, cfg.Dashboard.PublicURL = tc.secure, tc.publicURL
 			srv, p, acc, clock := server(t, cfg)
 			signIn(t, p, acc, "a@example.com", clock.now(), time.Hour)
 			resp, _ := do(t, srv, "POST", "/login", "", url.Values{"email": {"a@example.com"}, "password": {"a long password"}, "next": {"//evil.example.com/"}})
