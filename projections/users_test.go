@@ -368,6 +368,10 @@ func TestPruningSessionsByExpiryRemovesWhatAScanWould(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	var u userState
 	u.init()
+	for i := range 4 {
+		id := fmt.Sprint("u", i)
+		u.byID[id] = &userRec{User: User{ID: id}}
+	}
 	want := map[[sha256.Size]byte]userSession{}
 	now := int64(1_000_000)
 	for i := range 20_000 {
@@ -405,6 +409,74 @@ func TestPruningSessionsByExpiryRemovesWhatAScanWould(t *testing.T) {
 				t.Fatalf("step %d: session %x = %+v, want %+v", i, k[:2], got, w)
 			}
 		}
+	}
+}
+
+// A user keeps at most maxSessionsPerUser sessions: each sign-in past it
+// ends the oldest (by time, then hash), whatever order the sessions were
+// added in, so that a state read from a snapshot (sessions by hash) ends
+// the same ones a replay (by sign-in) does; other users keep theirs.
+func TestAUserKeepsABoundedNumberOfSessions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	type signIn struct {
+		h   [sha256.Size]byte
+		ses userSession
+	}
+	var all []signIn
+	for i := range maxSessionsPerUser + 50 {
+		var h [sha256.Size]byte
+		for j := range h {
+			h[j] = byte(rng.IntN(256))
+		}
+		all = append(all, signIn{h, userSession{userID: "usr_a", signedInAt: int64(1000 + i/7), expiresAt: 1_000_000}})
+	}
+	build := func(order []signIn) *userState {
+		u := &userState{}
+		u.init()
+		for _, id := range []string{"usr_a", "usr_b"} {
+			u.byID[id] = &userRec{User: User{ID: id}}
+		}
+		u.addSession([sha256.Size]byte{1}, &userSession{userID: "usr_b", signedInAt: 1, expiresAt: 1_000_000})
+		for _, s := range order {
+			ses := s.ses
+			u.addSession(s.h, &ses)
+		}
+		return u
+	}
+	kept := func(u *userState) []string {
+		var out []string
+		for h, ses := range u.sessions {
+			if ses.userID == "usr_a" {
+				out = append(out, fmt.Sprintf("%d/%x", ses.signedInAt, h))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	byTime := build(all)
+	shuffled := slices.Clone(all)
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	byChance := build(shuffled)
+
+	got := kept(byTime)
+	var want []string
+	for _, s := range all {
+		want = append(want, fmt.Sprintf("%d/%x", s.ses.signedInAt, s.h))
+	}
+	slices.Sort(want)
+	want = want[len(want)-maxSessionsPerUser:] // the latest, by time then hash
+	if !slices.Equal(got, want) {
+		t.Errorf("after %d sign-ins, %d sessions kept; want the latest %d", len(all), len(got), maxSessionsPerUser)
+	}
+	if other := kept(byChance); !slices.Equal(other, got) {
+		t.Error("sessions added in another order kept other sessions")
+	}
+	if byTime.sessions[[sha256.Size]byte{1}] == nil {
+		t.Error("another user's session was ended")
+	}
+	byTime.endSessions("usr_a")
+	if len(byTime.sessions) != 1 {
+		t.Errorf("%d sessions after ending usr_a's, want usr_b's alone", len(byTime.sessions))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"demosvc/eventlog"
@@ -28,6 +29,10 @@ type User struct {
 type userRec struct {
 	User
 	password eventlog.Sealed
+	// sessions are the hashes of the user's sessions, in no order; some
+	// may have ended since (signed out or expired), and are dropped when
+	// the list is next trimmed (see addSession).
+	sessions [][sha256.Size]byte
 }
 
 type setupLink struct {
@@ -75,10 +80,51 @@ func (e *expiryHeap) Pop() any {
 	return x
 }
 
-// addSession keeps ses under h, and its expiry.
+// maxSessionsPerUser bounds a user's live sessions: past it, a sign-in
+// ends the user's oldest session. Each sign-in is a password check, but a
+// user signing in again and again (100 times a minute the e-mail's limit
+// allows) would otherwise keep a week's worth, a million sessions.
+const maxSessionsPerUser = 100
+
+// addSession keeps ses under h, and its expiry. A user past
+// maxSessionsPerUser loses the session signed in first (the least hash
+// among those of the same second), chosen from what a snapshot keeps, so
+// that a state read from one decides as a replay would.
 func (u *userState) addSession(h [sha256.Size]byte, ses *userSession) {
+	if old := u.sessions[h]; old != nil && old.userID == ses.userID {
+		u.sessions[h] = ses
+		heap.Push(&u.expiries, sessionExpiry{at: ses.expiresAt, h: h})
+		return // on its user's list already
+	}
 	u.sessions[h] = ses
 	heap.Push(&u.expiries, sessionExpiry{at: ses.expiresAt, h: h})
+	r := u.byID[ses.userID]
+	if r == nil {
+		return
+	}
+	r.sessions = append(r.sessions, h)
+	if len(r.sessions) <= maxSessionsPerUser {
+		return
+	}
+	live := r.sessions[:0]
+	for _, x := range r.sessions {
+		if s := u.sessions[x]; s != nil && s.userID == r.ID {
+			live = append(live, x)
+		}
+	}
+	clear(r.sessions[len(live):])
+	r.sessions = live
+	for len(r.sessions) > maxSessionsPerUser {
+		oldest := 0
+		for i, x := range r.sessions {
+			a, b := u.sessions[x], u.sessions[r.sessions[oldest]]
+			if a.signedInAt < b.signedInAt || a.signedInAt == b.signedInAt && compareHash(x, r.sessions[oldest]) < 0 {
+				oldest = i
+			}
+		}
+		delete(u.sessions, r.sessions[oldest])
+		r.sessions = slices.Delete(r.sessions, oldest, oldest+1)
+	}
 }
 
 // pruneSessions removes every session expired at now, which keeps the map
@@ -132,11 +178,16 @@ func (s *State) userOf(rec *eventlog.Record, id string) (*userRec, error) {
 
 // endSessions ends every session of userID.
 func (u *userState) endSessions(userID string) {
-	for h, ses := range u.sessions {
-		if ses.userID == userID {
+	r := u.byID[userID]
+	if r == nil {
+		return
+	}
+	for _, h := range r.sessions {
+		if ses := u.sessions[h]; ses != nil && ses.userID == userID {
 			delete(u.sessions, h)
 		}
 	}
+	r.sessions = nil
 }
 
 func (s *State) applyUserCreated(rec *eventlog.Record, p *UserCreated) error {
