@@ -93,16 +93,16 @@ func backupDirUsable(dir string) error {
 }
 
 // warnMasterKey says, either way, what the backup needs to open webhook
-// secrets, which are sealed under the master key.
+// secrets and dashboard passwords, which are sealed under the master key.
 func (c *cli) warnMasterKey(res demohttp.BackupResult, asked, configured bool) {
 	switch {
 	case res.MasterKeyIncluded:
-		fmt.Fprintf(c.stderr, "warning: the backup holds %s, a secret: anyone with the backup can open the webhook secrets; keep it as safe as the data dir\n", eventlog.MasterKeyFile)
+		fmt.Fprintf(c.stderr, "warning: the backup holds %s, a secret: anyone with the backup can open the webhook secrets and dashboard password hashes; keep it as safe as the data dir\n", eventlog.MasterKeyFile)
 	case asked && configured:
-		fmt.Fprintf(c.stderr, "warning: %s was not included: the master key is set with secrets.master_key; restore with the same setting, or webhook secrets will not open\n", eventlog.MasterKeyFile)
+		fmt.Fprintf(c.stderr, "warning: %s was not included: the master key is set with secrets.master_key; restore with the same setting, or webhook secrets will not open and dashboard users will not sign in\n", eventlog.MasterKeyFile)
 	case asked:
-		fmt.Fprintf(c.stderr, "warning: the data dir has no %s to include; webhook secrets open only under the master key the server uses (secrets.master_key)\n", eventlog.MasterKeyFile)
+		fmt.Fprintf(c.stderr, "warning: the data dir has no %s to include; webhook secrets and dashboard passwords open only under the master key the server uses (secrets.master_key)\n", eventlog.MasterKeyFile)
 	default:
-		fmt.Fprintf(c.stderr, "warning: %s was not included (use --with-master-key to include it): webhook secrets in the backup open only with the same master key; copy %s from the data dir or set secrets.master_key when restoring\n", eventlog.MasterKeyFile, eventlog.MasterKeyFile)
+		fmt.Fprintf(c.stderr, "warning: %s was not included (use --with-master-key to include it): webhook secrets and dashboard passwords in the backup open only with the same master key; copy %s from the data dir or set secrets.master_key when restoring, or webhooks stop and dashboard users cannot sign in\n", eventlog.MasterKeyFile, eventlog.MasterKeyFile)
 	}
 }

@@ -210,6 +210,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 			"and show status disabled (secret_unavailable): bring the master.key they were sealed with, or set secrets.master_key",
 			"webhook_ids", ids)
 	}
+	if ids := state.UnavailablePasswords(); len(ids) > 0 {
+		logger.Warn("dashboard users whose password does not open under this data dir's master key cannot sign in: "+
+			"bring the master.key they were sealed with, or set secrets.master_key (a password set meanwhile would then not open), "+
+			"or give each a new password with `demosvc users reset-password USER_ID`",
+			"user_ids", ids)
+	}
 	if node == nil {
 		if err := c.bootstrap(cfg, state, logger, dashboardURL(cfg, apiLn.Addr().String()), ids.Now()); err != nil {
 			apiSrv.Close()

@@ -315,6 +315,36 @@ func (p *Projections) SignIn(ctx context.Context, email, password string, client
 	return u, token, nil
 }
 
+// UnavailablePasswords returns the ids of the users, not disabled, whose
+// password does not open under this process's master key (a data dir
+// restored without its master.key): they cannot sign in until a new
+// setup link (`demosvc users reset-password`) sets another, or the master key
+// they were sealed with is brought back.
+func (p *Projections) UnavailablePasswords() []string {
+	if p.opts.Sealer == nil {
+		return nil
+	}
+	type user struct {
+		id       string
+		password eventlog.Sealed // replaced, never changed in place
+	}
+	var sealed []user
+	p.View(func(s *State) {
+		for _, r := range s.users.order {
+			if len(r.password) > 0 && !r.Disabled {
+				sealed = append(sealed, user{r.ID, r.password})
+			}
+		}
+	})
+	var out []string
+	for _, u := range sealed { // outside the lock: an AES-GCM open each
+		if _, err := p.opts.Sealer.Open(u.password); err != nil {
+			out = append(out, u.id)
+		}
+	}
+	return out
+}
+
 // Session returns the live session of token at now: false for an unknown,
 // signed-out or expired one, or one of a disabled user.
 func (p *Projections) Session(token string, now time.Time) (SessionInfo, bool) {

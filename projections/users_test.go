@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"demosvc/eventlog"
 )
 
 // cheapPasswords lowers argon2's cost for the length of a test: a stored
@@ -504,5 +506,51 @@ func TestASignInKeepsABoundedUserAgentInUTF8(t *testing.T) {
 		if err := bad.Validate(); !errors.As(err, &e) || e.Param != param {
 			t.Errorf("a sign-in with a long %s: %v, want it refused on %s", param, err, param)
 		}
+	}
+}
+
+// A data dir read under another master key (restored without its
+// master.key) names the users whose password does not open there, the
+// disabled ones aside, and none under its own key.
+func TestUsersWhosePasswordDoesNotOpenAreNamed(t *testing.T) {
+	cheapPasswords(t)
+	dir := t.TempDir()
+	e := openEnv(t, dir, DefaultOptions)
+	ctx := context.Background()
+	pr := e.account("acme")
+	client := ClientInfo{Addr: "127.0.0.1", UserAgent: "test"}
+	var ids []string
+	for _, email := range []string{"a@example.com", "b@example.com", "gone@example.com"} {
+		u, link, err := e.p.CreateUser(ctx, "cli", pr.Account.ID, email, RoleAdmin, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.p.CompleteSetup(ctx, link.Token, "", "a long password", client, t0, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.ID)
+	}
+	if _, _, err := e.p.CreateUser(ctx, "cli", pr.Account.ID, "nopassword@example.com", RoleViewer, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.DisableUser(ctx, "cli", "", ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.p.UnavailablePasswords(); len(got) != 0 {
+		t.Errorf("under its own key: %v, want none", got)
+	}
+	e.close()
+
+	other := make([]byte, eventlog.MasterKeySize)
+	other[0] = 1
+	sealer, err := eventlog.NewSealer(other, crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions
+	opts.Sealer = sealer
+	e = openEnv(t, dir, opts)
+	if got := e.p.UnavailablePasswords(); !slices.Equal(got, ids[:2]) {
+		t.Errorf("under another key: %v, want %v (not the disabled user, nor one without a password)", got, ids[:2])
 	}
 }
