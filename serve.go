@@ -161,6 +161,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 			apiLn.Close()
 			return err
 		}
+		logger.Info("TLS certificate loaded", "cert_file", cfg.TLS.CertFile, "not_after", cert.notAfter().UTC().Format(time.RFC3339))
 		apiSrv.TLSConfig = cert.tlsConfig()
 		go func() { errc <- apiSrv.ServeTLS(apiLn, "", "") }()
 	} else {

@@ -29,13 +29,19 @@ import (
 // client use, and as its own CA: the nodes of a test cluster share one.
 func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certificate {
 	t.Helper()
+	return writeCertValid(t, certFile, keyFile, serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// writeCertValid is writeCert valid from notBefore to notAfter.
+func writeCertValid(t *testing.T, certFile, keyFile string, serial int64, notBefore, notAfter time.Time) *x509.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "demosvc test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notBefore, NotAfter: notAfter,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
@@ -209,5 +215,40 @@ func TestServeWithoutTLSGoesOnServingAfterSIGHUP(t *testing.T) {
 	}
 	if code := stopServe(); code != exitOK {
 		t.Fatalf("serve exited %d after its shutdown; it logged:\n%s", code, stderr)
+	}
+}
+
+// A certificate that is not valid now is refused at start and on reload,
+// and a reload that meets one keeps serving the one before.
+func TestACertificateNotValidNowIsNotServed(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	expired := func(serial int64) {
+		writeCertValid(t, certFile, keyFile, serial, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	}
+	expired(1)
+	if _, err := loadCertificate(certFile, keyFile); err == nil || !strings.Contains(err.Error(), "expired at") {
+		t.Errorf("an expired certificate at start: %v, want it refused as expired", err)
+	}
+	writeCertValid(t, certFile, keyFile, 2, time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	if _, err := loadCertificate(certFile, keyFile); err == nil || !strings.Contains(err.Error(), "not valid before") {
+		t.Errorf("a certificate not yet valid at start: %v, want it refused", err)
+	}
+
+	writeCert(t, certFile, keyFile, 3)
+	c, err := loadCertificate(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired(4)
+	if err := c.reload(); err == nil || !strings.Contains(err.Error(), "expired at") {
+		t.Errorf("reloading an expired certificate: %v, want it refused", err)
+	}
+	if got := c.current.Load().Leaf.SerialNumber.Int64(); got != 3 {
+		t.Errorf("serving serial %d after a refused reload, want 3 still", got)
+	}
+	writeCert(t, certFile, keyFile, 5)
+	if err := c.reload(); err != nil || c.current.Load().Leaf.SerialNumber.Int64() != 5 {
+		t.Errorf("reloading a valid certificate: %v, serial %d; want 5", err, c.current.Load().Leaf.SerialNumber.Int64())
 	}
 }
