@@ -129,11 +129,15 @@ func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (re
 	if err := syncDir(dest); err != nil {
 		return res, err
 	}
-	if err := checkBackup(dest, head, opts.Registry); err != nil {
+	// Stopped during the check (Ctrl-C, the client gone): nothing is left
+	// in dest, as for a copy stopped earlier, and at once: the check stops
+	// too, rather than reading the whole copy first.
+	if err := checkBackup(ctx, dest, head, opts.Registry); err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
 		return res, err
 	}
-	// Stopped during the check (Ctrl-C, the client gone): nothing is left
-	// in dest, as for a copy stopped earlier.
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -312,7 +316,7 @@ func copyFile(src, dst string, counter *copyCounter) error {
 
 // checkBackup opens the backup's store, which also gives it the lock file
 // every data dir has, and checks that it ends at head.
-func checkBackup(dest string, head Record, reg *Registry) (err error) {
+func checkBackup(ctx context.Context, dest string, head Record, reg *Registry) (err error) {
 	cp, err := OpenStore(dest, StoreOptions{Create: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("the backup does not open: %w", err)
@@ -337,7 +341,7 @@ func checkBackup(dest string, head Record, reg *Registry) (err error) {
 		return fmt.Errorf("the backup's log does not open: %w", err)
 	}
 	defer l.Close()
-	if _, err := l.Verify(); err != nil {
+	if _, err := l.VerifyContext(ctx, nil); err != nil {
 		return fmt.Errorf("the backup's hash chain does not verify, so the data dir's does not either "+
 			"(`demosvc log verify` names the first bad record): %w", err)
 	}
