@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,12 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	masterKey, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader())
 	if err != nil {
 		return err
+	}
+	keyFile := filepath.Join(cfg.DataDir, eventlog.MasterKeyFile)
+	if onDisk, err := os.ReadFile(keyFile); err == nil && cfg.Secrets.MasterKey != "" && !bytes.Equal(onDisk, masterKey) {
+		logger.Warn("secrets.master_key is set and overrides "+keyFile+", which holds another key: "+
+			"what was sealed under the file's key (webhook secrets, dashboard passwords) does not open; unset secrets.master_key to use the file",
+			"master_key_file", keyFile)
 	}
 	sealer, err := eventlog.NewSealer(masterKey, ids.Reader())
 	if err != nil {
