@@ -159,6 +159,30 @@ const maxPooledRequest = 64 << 10
 // HTTP/1.1 into buf: the request line, Host, the headers in no particular
 // order (Request.Write sorts them, a sixth of an attempt's CPU),
 // Content-Length and the body.
+// writeTarget writes a request's target, percent-encoding every byte a
+// request line cannot carry as it is: a space, a control character, or
+// each byte of a non-ASCII character. A URL's query keeps what it was given
+// (RequestURI escapes the path alone), and registration refuses spaces and
+// control characters only since 2026-11-27: a webhook stored before then
+// is still sent a request its receiver can read.
+func writeTarget(buf *bytes.Buffer, target string) {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c >= 0x7f {
+			buf.WriteString(target[:i])
+			for ; i < len(target); i++ {
+				if c := target[i]; c <= ' ' || c >= 0x7f {
+					buf.Write([]byte{'%', hex[c>>4], hex[c&15]})
+				} else {
+					buf.WriteByte(c)
+				}
+			}
+			return
+		}
+	}
+	buf.WriteString(target)
+}
+
 func writeRequest(buf *bytes.Buffer, req *http.Request, header http.Header, body []byte) error {
 	host := req.Host
 	if host == "" {
@@ -168,7 +192,7 @@ func writeRequest(buf *bytes.Buffer, req *http.Request, header http.Header, body
 		return fmt.Errorf("invalid host %q", host)
 	}
 	buf.WriteString("POST ")
-	buf.WriteString(req.URL.RequestURI())
+	writeTarget(buf, req.URL.RequestURI())
 	buf.WriteString(" HTTP/1.1\r\nHost: ")
 	buf.WriteString(host)
 	buf.WriteString("\r\n")

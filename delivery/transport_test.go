@@ -788,3 +788,27 @@ func TestTransportSpeaksHTTP1OverTLS(t *testing.T) {
 		return true
 	})
 }
+
+// A webhook URL whose query holds a space or non-ASCII characters (one
+// registered before spaces were refused) is sent a request line a
+// receiver reads, those bytes percent-encoded, the path as RequestURI
+// escapes it.
+func TestARequestTargetIsPercentEncodedWhereItMustBe(t *testing.T) {
+	got := make(chan string, 1)
+	srv := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.RequestURI
+		io.WriteString(w, "ok")
+	})
+	status, _, err := postTo(t, testTransport(), t.Context(), srv.URL+"/a b/é?x=1 2&y=ü", "{}")
+	if err != nil || status != 200 {
+		t.Fatalf("post: %d %v, want 200", status, err)
+	}
+	if uri := <-got; uri != "/a%20b/%C3%A9?x=1%202&y=%C3%BC" {
+		t.Errorf("the receiver read the target %q", uri)
+	}
+	var wire bytes.Buffer
+	writeTarget(&wire, "/plain?x=1")
+	if wire.String() != "/plain?x=1" {
+		t.Errorf("a plain target written as %q", wire.String())
+	}
+}

@@ -31,6 +31,11 @@ func checkURL(param, v string) error {
 	if !utf8.ValidString(v) {
 		return ParamErrorf(EInvalid, param, "must be valid UTF-8")
 	}
+	// url.Parse takes a space, and a webhook's request line would carry it
+	// as it is: a request every receiver refuses.
+	if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return ParamErrorf(EInvalid, param, "must be a URL without spaces or control characters (percent-encode them: %%20 for a space)")
+	}
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
 		return ParamErrorf(EInvalid, param, "must be an absolute http or https URL")
