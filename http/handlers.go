@@ -334,6 +334,12 @@ func (s *Server) handleListDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRetryDelivery(w http.ResponseWriter, r *http.Request) {
+	// It takes no fields: a body, if any, must be {} as application/json,
+	// as for every other POST (a wrong one is refused before anything runs).
+	var none struct{}
+	if _, ok := s.decodeOptional(w, r, &none); !ok {
+		return
+	}
 	wh, id := param(w, "id"), param(w, "delivery_id")
 	if !s.deliveriesOf(w, r, wh) {
 		return
