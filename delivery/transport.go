@@ -155,10 +155,6 @@ func (e nothingWritten) Unwrap() error { return e.err }
 // large body does not pin its memory.
 const maxPooledRequest = 64 << 10
 
-// writeRequest writes a POST of body to req's URL, with header, as
-// HTTP/1.1 into buf: the request line, Host, the headers in no particular
-// order (Request.Write sorts them, a sixth of an attempt's CPU),
-// Content-Length and the body.
 // writeTarget writes a request's target, percent-encoding every byte a
 // request line cannot carry as it is: a space, a control character, or
 // each byte of a non-ASCII character. A URL's query keeps what it was given
@@ -183,6 +179,10 @@ func writeTarget(buf *bytes.Buffer, target string) {
 	buf.WriteString(target)
 }
 
+// writeRequest writes a POST of body to req's URL, with header, as
+// HTTP/1.1 into buf: the request line, Host, the headers in no particular
+// order (Request.Write sorts them, a sixth of an attempt's CPU),
+// Content-Length and the body.
 func writeRequest(buf *bytes.Buffer, req *http.Request, header http.Header, body []byte) error {
 	host := req.Host
 	if host == "" {
