@@ -185,7 +185,10 @@ func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
 		a.active = *p.Status != AgentInactive
 		a.tenant.stats.agentActive(was, a.active)
 	}
-	a.updatedAt = unix(rec.Time)
+	// Every change shows a later updated_at, as the seed says it changes:
+	// timestamps are whole seconds, so a change within the second of the
+	// one before takes the next second.
+	a.updatedAt = max(unix(rec.Time), a.updatedAt+1)
 	return nil
 }
 
