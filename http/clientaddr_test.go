@@ -85,31 +85,31 @@ func TestTheBadKeyLimiterUsesTheForwardedClientBehindATrustedProxy(t *testing.T)
 		c.HTTP.TrustedProxies = "10.0.0.0/8"
 		c.Auth.FailuresPerMinute = 2
 	})
-	try := func(peer, xff string) int {
+	try := func(peer, xff string) string {
 		r := httptest.NewRequest("GET", "/v1/account", nil)
 		r.RemoteAddr = peer
 		r.Header.Set("Authorization", "Bearer sk_wrong")
 		r.Header.Set("X-Forwarded-For", xff)
 		w := httptest.NewRecorder()
 		ts.ServeHTTP(w, r)
-		return w.Code
+		return badKeyAnswer(w)
 	}
 	for range 2 {
-		if got := try("10.0.0.1:1", "198.51.100.1"); got != 401 {
-			t.Fatalf("bad key within the budget = %d, want 401", got)
+		if got := try("10.0.0.1:1", "198.51.100.1"); got != unauthorized {
+			t.Fatalf("bad key within the budget = %s, want %s", got, unauthorized)
 		}
 	}
-	if got := try("10.0.0.1:1", "198.51.100.1"); got != 429 {
-		t.Errorf("third bad key of one client = %d, want 429", got)
+	if got := try("10.0.0.1:1", "198.51.100.1"); got != limited {
+		t.Errorf("third bad key of one client = %s, want %s", got, limited)
 	}
-	if got := try("10.0.0.1:1", "198.51.100.2"); got != 401 {
-		t.Errorf("another client behind the same proxy = %d, want 401 (its own budget)", got)
+	if got := try("10.0.0.1:1", "198.51.100.2"); got != unauthorized {
+		t.Errorf("another client behind the same proxy = %s, want %s (its own budget)", got, unauthorized)
 	}
 	for range 2 {
 		try("203.0.113.9:1", "198.51.100.50")
 	}
-	if got := try("203.0.113.9:1", "198.51.100.51"); got != 429 {
-		t.Errorf("an untrusted peer changing X-Forwarded-For = %d, want 429 (keyed on the peer)", got)
+	if got := try("203.0.113.9:1", "198.51.100.51"); got != limited {
+		t.Errorf("an untrusted peer changing X-Forwarded-For = %s, want %s (keyed on the peer)", got, limited)
 	}
 	// A client behind the proxy sending a Forwarded header of its own,
 	// which the proxy passes through, still has one budget.
@@ -121,8 +121,8 @@ func TestTheBadKeyLimiterUsesTheForwardedClientBehindATrustedProxy(t *testing.T)
 		r.Header.Set("Forwarded", fmt.Sprintf("for=203.0.113.%d", i))
 		w := httptest.NewRecorder()
 		ts.ServeHTTP(w, r)
-		if want := map[bool]int{true: 429, false: 401}[i == 2]; w.Code != want {
-			t.Errorf("bad key %d with a Forwarded of its own = %d, want %d", i+1, w.Code, want)
+		if want, got := map[bool]string{true: limited, false: unauthorized}[i == 2], badKeyAnswer(w); got != want {
+			t.Errorf("bad key %d with a Forwarded of its own = %s, want %s", i+1, got, want)
 		}
 	}
 }

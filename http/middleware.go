@@ -162,8 +162,10 @@ func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
 }
 
 // authenticated runs h for a caller with a valid, unrevoked key, within
-// its account's rate limit. Otherwise it answers 401 unauthorized, or 429
-// when the client address or the account is over its limit.
+// its account's rate limit. Otherwise it answers 401 unauthorized (with
+// Retry-After once the client address has sent too many bad keys), or 429
+// when the account is over its limit. A bad key is unauthorized whatever
+// the count, as the seed says; the count only asks the client to wait.
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
@@ -171,7 +173,7 @@ func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			d := s.badAuth.Take(LimiterKey(s.proxies.clientAddr(r)), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {
 				setRetryAfter(w, d)
-				s.writeError(w, r, apiError(ERateLimited, "",
+				s.writeError(w, r, apiError(EUnauthorized, "",
 					"too many requests with a bad API key from this address; retry in %s", retryWords(d)))
 				return
 			}

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"testing"
@@ -102,29 +103,29 @@ func TestBadKeysFromOneIPv6SlashSixtyFourShareABucket(t *testing.T) {
 	ts := newTestServer(t, nil)
 	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ts.badAuth = NewLimiters(func() time.Time { return frozen }, maxBadAuthClients)
-	send := func(remote string) int {
+	send := func(remote string) string {
 		req := httptest.NewRequest("GET", "/v1/account", nil)
 		req.RemoteAddr = remote
 		req.Header.Set("Authorization", "Bearer sk_bad")
 		w := httptest.NewRecorder()
 		ts.ServeHTTP(w, req)
-		return w.Code
+		return badKeyAnswer(w)
 	}
-	counts := map[int]int{}
+	counts := map[string]int{}
 	for i := 0; i < 200; i++ {
 		counts[send(fmt.Sprintf("[2001:db8:1:2:%x:%x::%x]:443", i, i*7, i+1))]++
 	}
-	if counts[401] != 60 || counts[429] != 140 {
-		t.Errorf("200 bad keys from one /64: %v; want 60 x 401 then 429s", counts)
+	if counts[unauthorized] != 60 || counts[limited] != 140 {
+		t.Errorf("200 bad keys from one /64: %v; want 60 x %s then %s", counts, unauthorized, limited)
 	}
-	if code := send("[2001:db8:1:3::1]:443"); code != 401 {
-		t.Errorf("another /64: %d, want 401 (a bucket of its own)", code)
+	if got := send("[2001:db8:1:3::1]:443"); got != unauthorized {
+		t.Errorf("another /64: %s, want %s (a bucket of its own)", got, unauthorized)
 	}
-	if code := send("[::ffff:198.51.100.7]:443"); code != 401 {
-		t.Errorf("an IPv4-mapped address: %d, want 401", code)
+	if got := send("[::ffff:198.51.100.7]:443"); got != unauthorized {
+		t.Errorf("an IPv4-mapped address: %s, want %s", got, unauthorized)
 	}
-	if code := send("198.51.100.8:443"); code != 401 {
-		t.Errorf("an IPv4 address: %d, want 401", code)
+	if got := send("198.51.100.8:443"); got != unauthorized {
+		t.Errorf("an IPv4 address: %s, want %s", got, unauthorized)
 	}
 	if n := ts.badAuth.Len(); n != 4 {
 		t.Errorf("%d buckets, want 4 (one /64, another /64, two IPv4)", n)
@@ -146,4 +147,22 @@ func TestClientAddrGroupsIPv6ByItsSlashSixtyFour(t *testing.T) {
 			t.Errorf("clientAddr(%q) = %q, want %q", remote, got, want)
 		}
 	}
+}
+
+// The answers to a bad key: unauthorized, and once the client address has
+// sent too many, unauthorized with a Retry-After (badKeyAnswer).
+const (
+	unauthorized = "401 unauthorized"
+	limited      = "401 unauthorized with Retry-After"
+)
+
+// badKeyAnswer names the answer w holds to a request with a bad key.
+func badKeyAnswer(w *httptest.ResponseRecorder) string {
+	var body struct{ Error struct{ Code string } }
+	json.Unmarshal(w.Body.Bytes(), &body)
+	answer := fmt.Sprintf("%d %s", w.Code, body.Error.Code)
+	if w.Header().Get("Retry-After") != "" {
+		answer += " with Retry-After"
+	}
+	return answer
 }

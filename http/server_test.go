@@ -291,17 +291,17 @@ func TestTenThousandBadKeysFromOneAddressStayBounded(t *testing.T) {
 	ts := newTestServer(t, nil)
 	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ts.badAuth = NewLimiters(func() time.Time { return frozen }, maxBadAuthClients)
-	counts := map[int]int{}
+	counts := map[string]int{}
 	for i := 0; i < 10_000; i++ {
 		req := httptest.NewRequest("GET", "/v1/account", nil)
 		req.RemoteAddr = "198.51.100.7:4242"
 		req.Header.Set("Authorization", "Bearer sk_"+strings.Repeat(string(rune('a'+i%26)), 43))
 		w := httptest.NewRecorder()
 		ts.ServeHTTP(w, req)
-		counts[w.Code]++
+		counts[badKeyAnswer(w)]++
 	}
-	if counts[401] != 60 || counts[429] != 10_000-60 || len(counts) != 2 {
-		t.Errorf("statuses = %v, want 60 x 401 then 429s", counts)
+	if counts[unauthorized] != 60 || counts[limited] != 10_000-60 || len(counts) != 2 {
+		t.Errorf("answers = %v, want 60 x %s then %s", counts, unauthorized, limited)
 	}
 	if n := ts.badAuth.Len(); n != 1 {
 		t.Errorf("%d per-address buckets for one address", n)
