@@ -50,6 +50,7 @@ func (c *cli) serve(args []string) int {
 	defer signal.Stop(hangups)
 	fs, cf := c.flagSet("serve")
 	fs.Func("listen", "`address` to listen on (default 127.0.0.1:8080)", nonEmpty(&cf.listen))
+	newKey := fs.Bool("new-master-key", false, "start a data dir that has no master.key although its log holds sealed values\n(webhook secrets, dashboard passwords), with a new key: they stay unopened")
 	if !c.parse(fs, args, 0) {
 		return c.usageExit()
 	}
@@ -64,7 +65,7 @@ func (c *cli) serve(args []string) int {
 		defer stop()
 	}
 	access := demohttp.NewAccessLog(sink.Batched(), cfg.Log.Format, logLevel(cfg))
-	if err := c.runServer(cfg, logger, access, hangups); err != nil {
+	if err := c.runServer(cfg, logger, access, hangups, *newKey); err != nil {
 		return c.fail(cf, "%v", err)
 	}
 	return exitOK
@@ -72,7 +73,12 @@ func (c *cli) serve(args []string) int {
 
 // runServer serves until a signal; requests log their line to access; it
 // answers the SIGHUPs on hangups until it returns.
-func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog, hangups <-chan os.Signal) error {
+// A data dir without master.key and without secrets.master_key gets a new
+// key, kept once the state shows that its log holds nothing sealed (a new
+// data dir, or an import of a log without secrets); a log that does hold
+// sealed values (a restore without its master.key) is refused unless
+// newMasterKey says to go on without them.
+func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohttp.AccessLog, hangups <-chan os.Signal, newMasterKey bool) error {
 	if err := demohttp.CheckSocketPath(cfg.DataDir); err != nil {
 		return err
 	}
@@ -88,7 +94,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	if cfg.Testing.Seed != 0 || cfg.Testing.Clock != "" {
 		logger.Warn("testing.seed or testing.clock is set: ids, secrets or time are deterministic; never use this in production")
 	}
-	masterKey, err := eventlog.LoadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader())
+	masterKey, freshKey, err := eventlog.ReadMasterKey(cfg.DataDir, cfg.Secrets.MasterKey, ids.Reader())
 	if err != nil {
 		return err
 	}
@@ -196,6 +202,20 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	defer state.Close()
+	if freshKey {
+		keyFile := filepath.Join(cfg.DataDir, eventlog.MasterKeyFile)
+		if n := state.SealedValues(); n > 0 && !newMasterKey {
+			apiSrv.Close()
+			return fmt.Errorf("data dir %s has no %s, and its log holds %d sealed values (webhook signing secrets, dashboard passwords) "+
+				"that open only under the master key they were sealed with: copy that master.key into the data dir, or set secrets.master_key to it; "+
+				"to start without them under a new key (their webhooks disabled, each user given a new password with `demosvc users reset-password`), "+
+				"run serve --new-master-key", cfg.DataDir, keyFile, n)
+		}
+		if err := eventlog.SaveMasterKey(cfg.DataDir, masterKey); err != nil {
+			apiSrv.Close()
+			return err
+		}
+	}
 	info := state.LoadInfo()
 	logger.Info("state rebuilt", "snapshot_seq", info.SnapshotSeq, "replayed", info.Replayed,
 		"took", info.Took, "snapshot_ignored", info.Ignored)

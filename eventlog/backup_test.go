@@ -108,8 +108,8 @@ func TestBackupRefusesAnUnusableDestination(t *testing.T) {
 func TestBackupIncludesTheMasterKeyOnlyWhenAsked(t *testing.T) {
 	h := openHarness(t, "")
 	h.append(1)
-	key, err := LoadMasterKey(h.dir, "", bytes.NewReader(bytes.Repeat([]byte{7}, MasterKeySize)))
-	if err != nil {
+	key := bytes.Repeat([]byte{7}, MasterKeySize)
+	if err := SaveMasterKey(h.dir, key); err != nil {
 		t.Fatal(err)
 	}
 	without := filepath.Join(t.TempDir(), "without")

@@ -107,45 +107,53 @@ func (s *Sealer) Open(v Sealed) ([]byte, error) {
 	return out, nil
 }
 
-// LoadMasterKey returns the master key: configured (standard base64 of 32
-// bytes) when given, otherwise read from dir/master.key, which is created
-// with mode 0600 from random bytes on first use.
-func LoadMasterKey(dir, configured string, random io.Reader) ([]byte, error) {
+// ReadMasterKey returns the master key: configured (standard base64 of 32
+// bytes) when given, otherwise read from dir/master.key, otherwise a new
+// one from random bytes (fresh), which it does not write: serve first
+// checks that the log holds nothing sealed under a key it would then
+// never have, and SaveMasterKey keeps it.
+func ReadMasterKey(dir, configured string, random io.Reader) (key []byte, fresh bool, err error) {
 	if configured != "" {
 		key, err := base64.StdEncoding.DecodeString(configured)
 		if err != nil || len(key) != MasterKeySize {
-			return nil, fmt.Errorf("secrets.master_key must be standard base64 of %d bytes", MasterKeySize)
+			return nil, false, fmt.Errorf("secrets.master_key must be standard base64 of %d bytes", MasterKeySize)
 		}
-		return key, nil
+		return key, false, nil
 	}
 	path := filepath.Join(dir, MasterKeyFile)
-	key, err := os.ReadFile(path)
+	key, err = os.ReadFile(path)
 	if err == nil {
 		if len(key) != MasterKeySize {
-			return nil, fmt.Errorf("master key file %s: want %d bytes, found %d", path, MasterKeySize, len(key))
+			return nil, false, fmt.Errorf("master key file %s: want %d bytes, found %d", path, MasterKeySize, len(key))
 		}
-		return key, nil
+		return key, false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading master key: %w", err)
+		return nil, false, fmt.Errorf("reading master key: %w", err)
 	}
 	key = make([]byte, MasterKeySize)
 	if _, err := io.ReadFull(random, key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	return key, true, nil
+}
+
+// SaveMasterKey writes key to dir/master.key, mode 0600, durably.
+func SaveMasterKey(dir string, key []byte) error {
+	path := filepath.Join(dir, MasterKeyFile)
 	// Write a temp file and rename it, so a crash never leaves a short key.
 	tmp := path + ".tmp"
 	os.Remove(tmp)
 	if err := writeFileSync(tmp, key, 0o600); err != nil {
-		return nil, fmt.Errorf("creating master key: %w", err)
+		return fmt.Errorf("creating master key: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("creating master key: %w", err)
+		return fmt.Errorf("creating master key: %w", err)
 	}
 	if err := syncDir(dir); err != nil {
-		return nil, fmt.Errorf("creating master key: %w", err)
+		return fmt.Errorf("creating master key: %w", err)
 	}
-	return key, nil
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -31,7 +31,7 @@ func newTestSealer(t *testing.T, key []byte) *Sealer {
 	return s
 }
 
-// failingReader fails every read: handing it to LoadMasterKey proves that
+// failingReader fails every read: handing it to ReadMasterKey proves that
 // the call did not need fresh random bytes.
 type failingReader struct{}
 
@@ -120,17 +120,25 @@ func TestSealFailsWhenRandomnessFails(t *testing.T) {
 	}
 }
 
-func TestLoadMasterKeyCreatesTheFileOnceAndRereadsIt(t *testing.T) {
+// A new key is not written by reading it; once saved, with mode 0600, it
+// is read again rather than made anew.
+func TestANewMasterKeyIsKeptOnceSavedAndReadAgain(t *testing.T) {
 	dir := t.TempDir()
 	want := testKey(7)
-	key, err := LoadMasterKey(dir, "", bytes.NewReader(want))
-	if err != nil {
-		t.Fatalf("first LoadMasterKey: %v", err)
+	key, fresh, err := ReadMasterKey(dir, "", bytes.NewReader(want))
+	if err != nil || !fresh {
+		t.Fatalf("first ReadMasterKey: fresh %v, %v; want a fresh key", fresh, err)
 	}
 	if !bytes.Equal(key, want) {
-		t.Fatalf("first LoadMasterKey = %x, want the random bytes %x", key, want)
+		t.Fatalf("first ReadMasterKey = %x, want the random bytes %x", key, want)
 	}
 	path := filepath.Join(dir, MasterKeyFile)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reading a new key wrote %s: %v", path, err)
+	}
+	if err := SaveMasterKey(dir, key); err != nil {
+		t.Fatal(err)
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatalf("master key file: %v", err)
@@ -141,27 +149,27 @@ func TestLoadMasterKeyCreatesTheFileOnceAndRereadsIt(t *testing.T) {
 	if onDisk, err := os.ReadFile(path); err != nil || !bytes.Equal(onDisk, want) {
 		t.Errorf("master key file holds %x (%v), want %x", onDisk, err, want)
 	}
-	again, err := LoadMasterKey(dir, "", failingReader{})
-	if err != nil {
-		t.Fatalf("second LoadMasterKey: %v", err)
+	again, fresh, err := ReadMasterKey(dir, "", failingReader{})
+	if err != nil || fresh {
+		t.Fatalf("second ReadMasterKey: fresh %v, %v; want the stored key", fresh, err)
 	}
 	if !bytes.Equal(again, want) {
-		t.Errorf("second LoadMasterKey = %x, want the stored %x", again, want)
+		t.Errorf("second ReadMasterKey = %x, want the stored %x", again, want)
 	}
 }
 
-func TestLoadMasterKeyPrefersTheConfiguredKey(t *testing.T) {
+func TestReadMasterKeyPrefersTheConfiguredKey(t *testing.T) {
 	want := testKey(42)
 	configured := base64.StdEncoding.EncodeToString(want)
 
 	t.Run("no file is created", func(t *testing.T) {
 		dir := t.TempDir()
-		key, err := LoadMasterKey(dir, configured, failingReader{})
-		if err != nil {
-			t.Fatal(err)
+		key, fresh, err := ReadMasterKey(dir, configured, failingReader{})
+		if err != nil || fresh {
+			t.Fatal(fresh, err)
 		}
 		if !bytes.Equal(key, want) {
-			t.Errorf("LoadMasterKey = %x, want the configured %x", key, want)
+			t.Errorf("ReadMasterKey = %x, want the configured %x", key, want)
 		}
 		if _, err := os.Stat(filepath.Join(dir, MasterKeyFile)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("stat of %s = %v, want not-exist", MasterKeyFile, err)
@@ -173,17 +181,17 @@ func TestLoadMasterKeyPrefersTheConfiguredKey(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, MasterKeyFile), testKey(1), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		key, err := LoadMasterKey(dir, configured, failingReader{})
-		if err != nil {
-			t.Fatal(err)
+		key, fresh, err := ReadMasterKey(dir, configured, failingReader{})
+		if err != nil || fresh {
+			t.Fatal(fresh, err)
 		}
 		if !bytes.Equal(key, want) {
-			t.Errorf("LoadMasterKey = %x, want the configured %x", key, want)
+			t.Errorf("ReadMasterKey = %x, want the configured %x", key, want)
 		}
 	})
 }
 
-func TestLoadMasterKeyRefusesABadKey(t *testing.T) {
+func TestReadMasterKeyRefusesABadKey(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		configured string
@@ -205,9 +213,9 @@ func TestLoadMasterKeyRefusesABadKey(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			key, err := LoadMasterKey(dir, tc.configured, failingReader{})
+			key, _, err := ReadMasterKey(dir, tc.configured, failingReader{})
 			if err == nil {
-				t.Fatalf("LoadMasterKey = %x, nil; want an error", key)
+				t.Fatalf("ReadMasterKey = %x, nil; want an error", key)
 			}
 			if tc.file != nil {
 				// The bad file must be reported, not replaced.
@@ -221,10 +229,10 @@ func TestLoadMasterKeyRefusesABadKey(t *testing.T) {
 	}
 }
 
-func TestLoadMasterKeyReportsAFailingRandomSource(t *testing.T) {
+func TestReadMasterKeyReportsAFailingRandomSource(t *testing.T) {
 	dir := t.TempDir()
-	if key, err := LoadMasterKey(dir, "", io.LimitReader(crand.Reader, 8)); err == nil {
-		t.Fatalf("LoadMasterKey with 8 random bytes = %x, nil; want an error", key)
+	if key, _, err := ReadMasterKey(dir, "", io.LimitReader(crand.Reader, 8)); err == nil {
+		t.Fatalf("ReadMasterKey with 8 random bytes = %x, nil; want an error", key)
 	}
 	if _, err := os.Stat(filepath.Join(dir, MasterKeyFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a failed key creation left %s behind (stat: %v)", MasterKeyFile, err)

@@ -133,6 +133,28 @@ func (p *Projections) UnavailableSecrets() []string {
 	return out
 }
 
+// SealedValues counts what the state holds sealed under the master key:
+// webhook signing secrets and dashboard password hashes. A data dir whose
+// log holds any cannot take a new master key unnoticed (serve).
+func (p *Projections) SealedValues() int {
+	n := 0
+	p.View(func(s *State) {
+		for _, acc := range s.accountOrder {
+			for _, w := range s.tenants[acc.ID].webhooks {
+				if len(w.secret) > 0 {
+					n++
+				}
+			}
+		}
+		for _, r := range s.users.order {
+			if len(r.password) > 0 {
+				n++
+			}
+		}
+	})
+	return n
+}
+
 // WebhookInput is the body of POST /v1/webhooks.
 type WebhookInput struct {
 	URL    string   `json:"url"`
