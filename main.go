@@ -31,7 +31,7 @@ const (
 const usage = `usage: demosvc <command> [flags]
 
 commands:
-  serve [--config FILE] [--data DIR] [--listen ADDR]
+  serve [--config FILE] [--data DIR] [--listen ADDR] [--new-master-key]
   log [--from SEQ] [--type T]... [--account ACC_ID] [--follow]
   log verify
   log export [--from SEQ]

@@ -206,6 +206,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		keyFile := filepath.Join(cfg.DataDir, eventlog.MasterKeyFile)
 		if n := state.SealedValues(); n > 0 && !newMasterKey {
 			apiSrv.Close()
+			state.CloseWithoutSnapshot() // neither a key nor a snapshot: the data dir as it was
 			return fmt.Errorf("data dir %s has no %s, and its log holds %d sealed values (webhook signing secrets, dashboard passwords) "+
 				"that open only under the master key they were sealed with: copy that master.key into the data dir, or set secrets.master_key to it; "+
 				"to start without them under a new key (their webhooks disabled, each user given a new password with `demosvc users reset-password`), "+

@@ -169,6 +169,10 @@ func route(pattern string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
+		if eo, ok := err.(*ErrorObject); ok && eo.Code == projections.EInvalid {
+			s.writeError(w, r, err) // two Authorization headers: a malformed request, not a bad key
+			return
+		}
 		if err != nil {
 			d := s.badAuth.Take(LimiterKey(s.proxies.clientAddr(r)), s.deps.Config.Auth.FailuresPerMinute)
 			if !d.Allowed {

@@ -127,6 +127,16 @@ func TestBadKeysFromOneIPv6SlashSixtyFourShareABucket(t *testing.T) {
 	if got := send("198.51.100.8:443"); got != unauthorized {
 		t.Errorf("an IPv4 address: %s, want %s", got, unauthorized)
 	}
+	// Over its budget, a request with two Authorization headers is still
+	// a malformed request (400), not a bad key.
+	req := httptest.NewRequest("GET", "/v1/account", nil)
+	req.RemoteAddr = "[2001:db8:1:2::9]:443"
+	req.Header["Authorization"] = []string{"Bearer sk_bad", "Bearer sk_bad"}
+	w := httptest.NewRecorder()
+	ts.ServeHTTP(w, req)
+	if got := badKeyAnswer(w); got != "400 invalid_request" {
+		t.Errorf("two Authorization headers from an address over its budget: %s, want 400 invalid_request", got)
+	}
 	if n := ts.badAuth.Len(); n != 4 {
 		t.Errorf("%d buckets, want 4 (one /64, another /64, two IPv4)", n)
 	}

@@ -332,7 +332,13 @@ func (p *Projections) Seq() uint64 {
 
 // Close stops the writer after the group in flight and saves a snapshot
 // if the state moved since the last one.
-func (p *Projections) Close() {
+func (p *Projections) Close() { p.close(true) }
+
+// CloseWithoutSnapshot is Close that saves no snapshot: serve, refusing
+// a data dir it has read, leaves it as it found it.
+func (p *Projections) CloseWithoutSnapshot() { p.close(false) }
+
+func (p *Projections) close(save bool) {
 	p.once.Do(func() {
 		close(p.stop)
 		<-p.stopped
@@ -342,7 +348,7 @@ func (p *Projections) Close() {
 		p.snapClosed = true
 		p.snapGo.Unlock()
 		p.snapDone.Wait()
-		if p.Seq() > p.snapSeq.Load() {
+		if save && p.Seq() > p.snapSeq.Load() {
 			p.snapshot()
 		}
 	})

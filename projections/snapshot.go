@@ -21,7 +21,11 @@ import (
 // replays the log once, and its snapshot is of version 7. Version 9 adds
 // each webhook's earlier lists of events, which the log alone gives (8
 // had them without the seq of the list in force, for a day's builds).
-const snapshotVersion = 9
+// Version 10 is the same layout under two new rules of replay (an agent's
+// updated_at moves by at least a second at every change; a user keeps at
+// most 100 sessions): a snapshot of version 9 holds what the old rules
+// gave, which a replay under the new ones need not give again.
+const snapshotVersion = 10
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20

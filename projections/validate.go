@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -33,7 +34,7 @@ func checkURL(param, v string) error {
 	}
 	// url.Parse takes a space, and a webhook's request line would carry it
 	// as it is: a request every receiver refuses.
-	if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+	if strings.IndexFunc(v, func(r rune) bool { return r == ' ' || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return ParamErrorf(EInvalid, param, "must be a URL without spaces or control characters (percent-encode them: %%20 for a space)")
 	}
 	u, err := url.Parse(v)
