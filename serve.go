@@ -203,7 +203,6 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	}
 	defer state.Close()
 	if freshKey {
-		keyFile := filepath.Join(cfg.DataDir, eventlog.MasterKeyFile)
 		if n := state.SealedValues(); n > 0 && !newMasterKey {
 			apiSrv.Close()
 			state.CloseWithoutSnapshot() // neither a key nor a snapshot: the data dir as it was
