@@ -487,6 +487,17 @@ func TestARefusedPutLeavesNoTraceInTheTxn(t *testing.T) {
 	}
 }
 
+// lockFails is the real file system but for taking the data dir's lock,
+// which fails with errno, as opening the lock file would.
+func lockFails(errno syscall.Errno) vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpLock {
+			return &iofs.PathError{Op: "open", Path: op.Path, Err: errno}
+		}
+		return nil
+	}))
+}
+
 func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
 	dir := t.TempDir()
 	h := openHarness(t, dir)
@@ -495,12 +506,7 @@ func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
 	t.Run("read-only file system", func(t *testing.T) {
 		// As root, permission bits do not stop a write and a read-only mount
 		// needs privileges, so the file system's answer is injected.
-		fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-			if op.Kind == errorfs.OpLock {
-				return &iofs.PathError{Op: "open", Path: op.Path, Err: syscall.EROFS}
-			}
-			return nil
-		}))
+		fs := lockFails(syscall.EROFS)
 		_, err := OpenStore(dir, StoreOptions{FS: fs})
 		if !errors.Is(err, ErrNotWritable) || errors.Is(err, ErrLocked) {
 			t.Fatalf("OpenStore = %v, want ErrNotWritable", err)
@@ -512,12 +518,7 @@ func TestAReadOnlyDataDirIsNotReportedAsInUse(t *testing.T) {
 	t.Run("permission denied, injected", func(t *testing.T) {
 		// What the permission bits give a user who is not root, on any
 		// machine (the next subtest sets the real bits, which root ignores).
-		fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-			if op.Kind == errorfs.OpLock {
-				return &iofs.PathError{Op: "open", Path: op.Path, Err: syscall.EACCES}
-			}
-			return nil
-		}))
+		fs := lockFails(syscall.EACCES)
 		_, err := OpenStore(dir, StoreOptions{FS: fs})
 		if !errors.Is(err, ErrNotWritable) || errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "permission denied") {
 			t.Fatalf("OpenStore = %v, want ErrNotWritable naming permission denied", err)
