@@ -112,8 +112,15 @@ func (c *cli) stream(cf *commonFlags, cfg *config.Config, target string, bar *pr
 func (c *cli) logVerify(args []string) int {
 	fs, cf := c.flagSet("log verify")
 	snapshot := fs.Bool("snapshot", true, "also replay the log up to the stored snapshot and check that the snapshot is that state, byte for byte (holds a second copy of the state meanwhile)")
+	expect := fs.String("expect-head", "", "`SEQ:HASH` of a record kept outside the data dir (the records and head_hash an earlier verify printed): the log must still hold that record, unchanged")
 	if !c.parse(fs, args, 0) {
 		return c.usageExit()
+	}
+	if *expect != "" {
+		if _, err := eventlog.ParseAnchor(*expect); err != nil {
+			fmt.Fprintf(c.stderr, "log verify: --expect-head: %v\n", err)
+			return exitUsage
+		}
 	}
 	cfg, err := c.config(cf)
 	if err != nil {
@@ -127,6 +134,9 @@ func (c *cli) logVerify(args []string) int {
 	}
 	if !*snapshot {
 		q.Set("snapshot", "false")
+	}
+	if *expect != "" {
+		q.Set("expect_head", *expect)
 	}
 	target := "/admin/log/verify"
 	if len(q) > 0 {
@@ -241,7 +251,18 @@ func (c *cli) logImport(args []string) int {
 			return c.fail(cf, "setting the webhooks' cursors: %v", err)
 		}
 	}
-	fmt.Fprintf(c.stdout, "{\"imported\":%d}\n", n)
+	if n == 0 {
+		fmt.Fprintln(c.stdout, `{"imported":0}`)
+		return exitOK
+	}
+	head, err := store.Head()
+	if err != nil {
+		return c.fail(cf, "reading the imported head: %v", err)
+	}
+	// The head's hash is the anchor of what was imported: the head_hash
+	// log verify printed where the export was taken, if the file is whole
+	// and unchanged.
+	fmt.Fprintf(c.stdout, "{\"imported\":%d,\"head_hash\":\"%x\"}\n", n, head.Hash)
 	return exitOK
 }
 

@@ -33,7 +33,7 @@ const usage = `usage: demosvc <command> [flags]
 commands:
   serve [--config FILE] [--data DIR] [--listen ADDR] [--new-master-key]
   log [--from SEQ] [--type T]... [--account ACC_ID] [--follow]
-  log verify
+  log verify [--snapshot=false] [--expect-head SEQ:HASH]
   log export [--from SEQ]
   log import [--redeliver] FILE     FILE "-" reads standard input
   accounts create --name NAME [--plan starter|pro|enterprise] [--rpm N]

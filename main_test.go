@@ -89,6 +89,8 @@ func TestScripts(t *testing.T) {
 			"waitserver": cmdWaitServer,
 			"http":       cmdHTTP,
 			"tamper":     cmdTamper,
+			"droplog":    cmdDropLog,
+			"copysnap":   cmdCopySnapshot,
 			"jsonvar":    cmdJSONVar,
 			"receiver":   cmdReceiver,
 			"received":   cmdReceived,
@@ -308,6 +310,53 @@ func cmdTamper(ts *testscript.TestScript, neg bool, args []string) {
 	closer.Close()
 	bad[len(bad)/2] ^= 0x20
 	ts.Check(db.Set(key, bad, pebble.Sync))
+}
+
+// droplog DATADIR FROM deletes the stored records from seq FROM on, as
+// someone cutting the log short behind demosvc's back would (with the head
+// mark removed too, nothing but the snapshot remembers them).
+func cmdDropLog(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: droplog datadir from")
+	}
+	from, err := strconv.ParseUint(args[1], 10, 64)
+	ts.Check(err)
+	db, err := pebble.Open(filepath.Join(ts.MkAbs(args[0]), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
+	ts.Check(err)
+	defer db.Close()
+	start := binary.BigEndian.AppendUint64([]byte{'l'}, from)
+	ts.Check(db.DeleteRange(start, []byte{'l' + 1}, pebble.Sync))
+}
+
+// copysnap FROM TO replaces the state snapshot stored in data dir TO with
+// the one in FROM: a snapshot taken from another log.
+func cmdCopySnapshot(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: copysnap fromdatadir todatadir")
+	}
+	open := func(dir string) *pebble.DB {
+		db, err := pebble.Open(filepath.Join(ts.MkAbs(dir), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
+		ts.Check(err)
+		return db
+	}
+	from, to := open(args[0]), open(args[1])
+	defer from.Close()
+	defer to.Close()
+	lo, hi := []byte{eventlog.KeyspaceSnapshot}, []byte{eventlog.KeyspaceSnapshot + 1}
+	b := to.NewBatch()
+	ts.Check(b.DeleteRange(lo, hi, nil))
+	it, err := from.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	ts.Check(err)
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		ts.Check(b.Set(it.Key(), it.Value(), nil))
+		n++
+	}
+	ts.Check(it.Close())
+	if n == 0 {
+		ts.Fatalf("%s holds no snapshot", args[0])
+	}
+	ts.Check(b.Commit(pebble.Sync))
 }
 
 // scriptReceivers are the webhook receivers scripts start, by script and

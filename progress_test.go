@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +16,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"demosvc/config"
+	demohttp "demosvc/http"
 )
 
 // fixture writes a hand-written log of n accounts to import.
@@ -230,5 +234,54 @@ func TestReplayProgressLogsEveryInterval(t *testing.T) {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("line %d: %s\nwant it to contain %s", i, lines[i], want)
 		}
+	}
+}
+
+// The verify bar covers the snapshot's check as well as the chain's: every
+// progress line has one total, the chain's records and the snapshot's seq,
+// and the last one reaches it only once both are done (the replay for the
+// snapshot can take as long as the chain).
+func TestVerifyProgressCoversTheSnapshotCheck(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	if out, code := runWithStderr(t, devnull, "log", "import", "--data", data, fixture(t, 300)); code != 0 {
+		t.Fatalf("import: exit %d, %s", code, out)
+	}
+	// Opening the state and closing it saves a snapshot at the head.
+	if out, code := runWithStderr(t, devnull, "accounts", "list", "--data", data); code != 0 {
+		t.Fatalf("accounts list: exit %d, %s", code, out)
+	}
+	cfg := config.Default()
+	cfg.DataDir = data
+	d, err := openLocal(cfg, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	a := &demohttp.Admin{Log: d.log, Config: cfg}
+	var out bytes.Buffer
+	if _, err := demohttp.DoLocal(context.Background(), a.Handler(), "GET", "/admin/log/verify?progress=true", nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res demohttp.VerifyResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || !res.OK || res.SnapshotSeq != 300 {
+		t.Fatalf("result %s (%v): want ok with the snapshot at 300 checked", lines[len(lines)-1], err)
+	}
+	var last demohttp.AdminProgress
+	for _, l := range lines[:len(lines)-1] {
+		if err := json.Unmarshal([]byte(l), &last); err != nil {
+			t.Fatalf("progress line %s: %v", l, err)
+		}
+		if last.Progress.Total != 600 {
+			t.Fatalf("progress line %s: want a total of 600, the chain's 300 and the snapshot's 300", l)
+		}
+	}
+	if last.Progress.Done != 600 {
+		t.Errorf("last progress line done %d of 600: the bar ends short", last.Progress.Done)
 	}
 }

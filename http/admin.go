@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,38 +193,79 @@ type VerifyResult struct {
 	OK          bool   `json:"ok"`
 	Records     uint64 `json:"records"`
 	FirstBadSeq uint64 `json:"first_bad_seq,omitempty"`
+	// HeadHash is the hash of the last record, when the chain holds: kept
+	// outside the data dir with Records, it is the anchor a later
+	// `log verify --expect-head RECORDS:HEAD_HASH` holds the log to.
+	HeadHash string `json:"head_hash,omitempty"`
 	// SnapshotSeq is the seq of the stored snapshot that was checked
 	// against the log (projections.CheckSnapshot); absent when there is
 	// none serve would load, or when the check was not asked for.
 	SnapshotSeq uint64 `json:"snapshot_seq,omitempty"`
-	Error       string `json:"error,omitempty"`
+	// SnapshotIgnored says why a stored snapshot was not checked: serve
+	// would not load it either (damaged, of another version), and
+	// replays the log instead.
+	SnapshotIgnored string `json:"snapshot_ignored,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // handleVerify answers VerifyResult (status 409 when the chain breaks).
 // With progress=true, AdminProgress lines come first and the status is 200
-// once one was sent: the CLI goes by the last line.
+// once one was sent: the CLI goes by the last line. expect_head=SEQ:HASH
+// also holds the log to that anchor (eventlog.CheckAnchor).
 func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q := r.URL.Query()
+	var anchor *eventlog.Anchor
+	if v := q.Get("expect_head"); v != "" {
+		an, err := eventlog.ParseAnchor(v)
+		if err != nil {
+			writeAdminError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		anchor = &an
+	}
+	checkSnapshot := q.Get("snapshot") != "false"
 	out := newProgressLines(w)
 	var progress eventlog.Progress
-	if r.URL.Query().Get("progress") == "true" {
-		progress = out.records
+	var snapshotTotal uint64
+	if q.Get("progress") == "true" {
+		// One bar for both parts: the chain's records, then the replay
+		// up to the snapshot's seq, which can take as long again.
+		if checkSnapshot {
+			snapshotTotal = projections.StoredSnapshotSeq(a.Log)
+		}
+		progress = func(done, head uint64) { out.records(done, head+snapshotTotal) }
 	}
 	n, err := a.Log.VerifyContext(r.Context(), progress)
-	var snapSeq uint64
-	if err == nil && r.URL.Query().Get("snapshot") != "false" {
+	var head [eventlog.HashSize]byte
+	if err == nil && n > 0 {
+		head, _, err = a.Log.HashAt(n)
+	}
+	if err == nil && anchor != nil {
+		err = a.Log.CheckAnchor(*anchor)
+	}
+	var snap projections.SnapshotCheck
+	if err == nil && checkSnapshot {
 		// The chain holds; a snapshot is checked against it only by its
 		// own checksum when loaded, so it is checked here too.
-		snapSeq, err = projections.CheckSnapshot(a.Log, nil)
+		var report func(done, total uint64)
+		if progress != nil {
+			report = func(done, _ uint64) { out.records(n+done, n+snapshotTotal) }
+		}
+		snap, err = projections.CheckSnapshot(a.Log, report)
 	}
 	var ve *eventlog.VerifyError
 	var sm *projections.SnapshotMismatchError
 	switch {
 	case err == nil:
-		out.finish(http.StatusOK, VerifyResult{OK: true, Records: n, SnapshotSeq: snapSeq})
+		res := VerifyResult{OK: true, Records: n, SnapshotSeq: snap.Seq, SnapshotIgnored: snap.Ignored}
+		if n > 0 {
+			res.HeadHash = hex.EncodeToString(head[:])
+		}
+		out.finish(http.StatusOK, res)
 	case errors.As(err, &sm):
 		out.finish(http.StatusConflict, VerifyResult{Records: n, SnapshotSeq: sm.Seq, Error: sm.Error()})
 	case errors.As(err, &ve):
-		out.finish(http.StatusConflict, VerifyResult{Records: n, FirstBadSeq: ve.Seq, Error: ve.Error()})
+		out.finish(http.StatusConflict, VerifyResult{Records: n, FirstBadSeq: ve.Seq, SnapshotSeq: snap.Seq, Error: ve.Error()})
 	default:
 		out.finish(http.StatusInternalServerError, AdminError{Error: err.Error()})
 	}

@@ -99,8 +99,12 @@ func Open(log *eventlog.Log, opts Options) (*Projections, error) {
 	start := time.Now()
 	var info LoadInfo
 	base, why := loadSnapshot(log.Store())
-	if base != nil && base.seq > log.DurableSeq() {
-		base, why = nil, fmt.Sprintf("snapshot is at seq %d, past the log's head %d", base.seq, log.DurableSeq())
+	if base != nil {
+		meta, _ := readSnapMeta(log.Store())
+		meta.Seq = base.seq
+		if err := snapshotOnLog(log, meta); err != nil {
+			return nil, fmt.Errorf("%w: %w", eventlog.ErrDamaged, err)
+		}
 	}
 	if base != nil {
 		info.SnapshotSeq = base.seq

@@ -477,6 +477,10 @@ func TestRestartWithAndWithoutSnapshotShowsTheSameState(t *testing.T) {
 		if info.SnapshotSeq != 0 || !strings.Contains(info.Ignored, "checksum") {
 			t.Errorf("load info %+v, want the damaged snapshot ignored", info)
 		}
+		// log verify says so too, without calling the log bad.
+		if c, err := CheckSnapshot(e.log, nil); err != nil || c.Seq != 0 || !strings.Contains(c.Ignored, "checksum") {
+			t.Errorf("CheckSnapshot: %+v, %v; want the damaged snapshot named as ignored", c, err)
+		}
 		if got := e.liveDump(); got != want {
 			t.Errorf("state from a full replay differs:\n%s", firstDiff(got, want))
 		}

@@ -45,6 +45,11 @@ type snapMeta struct {
 	Seq     uint64   `msgpack:"s"`
 	Chunks  int      `msgpack:"n"`
 	Sum     [32]byte `msgpack:"h"`
+	// Chain is the hash of the log's record at Seq when the snapshot was
+	// taken: a log rewritten behind it, or a snapshot from another data
+	// dir, shows as a record that differs (snapshotOnLog). Zero in a
+	// snapshot written before it was kept.
+	Chain [eventlog.HashSize]byte `msgpack:"c"`
 }
 
 // snapChunkKey is the key of chunk i in slot 0 or 1. Earlier builds wrote
@@ -454,6 +459,9 @@ func (p *Projections) saveSnapshot(step int, between func()) (uint64, error) {
 	if meta.Seq, err = p.encodeInSteps(w, step, between); err != nil {
 		return 0, err
 	}
+	if meta.Chain, _, err = p.log.HashAt(meta.Seq); err != nil {
+		return 0, err
+	}
 	if w.emit(true); w.err != nil {
 		return 0, w.err
 	}
@@ -489,12 +497,15 @@ func loadSnapshot(store *eventlog.Store) (s *State, why string) {
 	return s, ""
 }
 
+// noSnapshot is readSnapshot's why when none is stored.
+const noSnapshot = "no snapshot"
+
 // readSnapshot returns the stored snapshot's metadata and bytes, checked
 // against its checksum, or why there is none usable.
 func readSnapshot(store *eventlog.Store) (meta snapMeta, data []byte, why string) {
 	mb, ok, err := store.Get(snapMetaKey)
 	if err != nil || !ok {
-		return meta, nil, "no snapshot"
+		return meta, nil, noSnapshot
 	}
 	if msgpack.Unmarshal(mb, &meta) != nil {
 		return meta, nil, "snapshot metadata is damaged"
@@ -521,6 +532,46 @@ func readSnapshot(store *eventlog.Store) (meta snapMeta, data []byte, why string
 	return meta, data, ""
 }
 
+// snapshotOnLog checks the stored snapshot (meta) against the log it was
+// taken from: a log that ends before the snapshot's seq lost records that
+// were durable (a snapshot is written only after them, in the same store),
+// and one that holds another record at that seq than when the snapshot was
+// taken was rewritten, or the snapshot comes from another data dir. Either
+// is a *eventlog.VerifyError: the log is what is damaged, and replaying it
+// instead of loading the snapshot would hide that.
+func snapshotOnLog(log *eventlog.Log, meta snapMeta) error {
+	head := log.DurableSeq()
+	if meta.Seq > head {
+		return &eventlog.VerifyError{Seq: head + 1, Reason: fmt.Sprintf(
+			"missing: the log ends at seq %d, but the state's snapshot was taken at seq %d; records that were durable "+
+				"are gone (deleted, or a damaged WAL or SST file); restore the data dir from a backup", head, meta.Seq)}
+	}
+	if meta.Chain == ([eventlog.HashSize]byte{}) {
+		return nil // written before snapshots kept the hash
+	}
+	hash, _, err := log.HashAt(meta.Seq)
+	if err != nil {
+		return err
+	}
+	if hash != meta.Chain {
+		return &eventlog.VerifyError{Seq: meta.Seq, Reason: fmt.Sprintf(
+			"not the record the log held at this seq when the state's snapshot was taken (its hash is %x, the snapshot's "+
+				"says %x): the log was rewritten, its chain computed again, or the snapshot comes from another data dir; "+
+				"restore the data dir from a backup", hash, meta.Chain)}
+	}
+	return nil
+}
+
+// readSnapMeta returns the stored snapshot's metadata, if it has some of
+// this version.
+func readSnapMeta(store *eventlog.Store) (meta snapMeta, ok bool) {
+	mb, ok, err := store.Get(snapMetaKey)
+	if err != nil || !ok || msgpack.Unmarshal(mb, &meta) != nil || meta.Version != snapshotVersion {
+		return meta, false
+	}
+	return meta, true
+}
+
 // SnapshotMismatchError reports a stored snapshot that is not the state
 // the log gives at its seq: it was altered (it checks only against its own
 // checksum when loaded), and serve would load the altered state.
@@ -531,37 +582,58 @@ func (e *SnapshotMismatchError) Error() string {
 		"restore the data dir from a backup (or start from the log alone: remove the data dir's snapshot by importing an export of the log into a new data dir)", e.Seq)
 }
 
+// SnapshotCheck is what CheckSnapshot found.
+type SnapshotCheck struct {
+	Seq     uint64 // the stored snapshot's seq; 0 when there is none serve would load
+	Ignored string // why a stored snapshot is not one serve would load ("" when none is stored)
+}
+
+// StoredSnapshotSeq returns the seq of the stored snapshot of this version,
+// 0 when there is none, without reading the snapshot: what CheckSnapshot
+// will replay, for a progress bar's total.
+func StoredSnapshotSeq(log *eventlog.Log) uint64 {
+	meta, _ := readSnapMeta(log.Store())
+	return meta.Seq
+}
+
 // CheckSnapshot replays log up to the stored snapshot's seq into a new
 // state and compares its encoding with the snapshot, byte for byte
-// (encoding is deterministic: the same state gives the same bytes). It
-// returns the snapshot's seq, 0 when there is none that serve would load
-// (missing, of another version, damaged: serve then replays the log), and
-// a *SnapshotMismatchError when it differs. It holds a second copy of the
-// state while it runs. progress, if set, is called as the replay goes.
-func CheckSnapshot(log *eventlog.Log, progress func(done, total uint64)) (uint64, error) {
+// (encoding is deterministic: the same state gives the same bytes). A
+// stored snapshot that serve would not load (of another version, damaged:
+// serve then replays the log) is named in Ignored. It returns a
+// *SnapshotMismatchError when the snapshot differs, and the log damage
+// snapshotOnLog finds (the log lost records, or was rewritten behind the
+// snapshot) as a *eventlog.VerifyError. It holds a second copy of the
+// state while it runs. progress, if set, is called as the replay goes,
+// with the seq replayed to and the snapshot's.
+func CheckSnapshot(log *eventlog.Log, progress func(done, total uint64)) (SnapshotCheck, error) {
 	// The stored bytes hash to meta.Sum: the replay's encoding is
 	// compared with that.
 	meta, _, why := readSnapshot(log.Store())
-	if why != "" {
-		return 0, nil // none that serve loads: it replays the log
+	if why == noSnapshot {
+		return SnapshotCheck{}, nil
 	}
-	if meta.Seq > log.DurableSeq() {
-		return meta.Seq, &SnapshotMismatchError{Seq: meta.Seq}
+	if why != "" {
+		return SnapshotCheck{Ignored: why}, nil
+	}
+	check := SnapshotCheck{Seq: meta.Seq}
+	if err := snapshotOnLog(log, meta); err != nil {
+		return check, err
 	}
 	var report func(seq, head uint64)
 	if progress != nil {
-		report = func(seq, head uint64) { progress(seq, head) }
+		report = func(seq, _ uint64) { progress(seq, meta.Seq) }
 	}
 	s, err := replayLogTo(log, nil, meta.Seq, report, nil)
 	if err != nil {
-		return 0, err
+		return check, err
 	}
 	b, err := s.encodeSnapshot()
 	if err != nil {
-		return 0, err
+		return check, err
 	}
 	if sha256.Sum256(b) != meta.Sum {
-		return meta.Seq, &SnapshotMismatchError{Seq: meta.Seq}
+		return check, &SnapshotMismatchError{Seq: meta.Seq}
 	}
-	return meta.Seq, nil
+	return check, nil
 }

@@ -582,8 +582,8 @@ func TestASnapshotCutHoldsListsThatGrowPastAChunk(t *testing.T) {
 // seq, though it would load.
 func TestCheckSnapshotFindsASnapshotTheLogDoesNotGive(t *testing.T) {
 	e := openEnv(t, "", DefaultOptions)
-	if seq, err := CheckSnapshot(e.log, nil); seq != 0 || err != nil {
-		t.Fatalf("with no snapshot: %d, %v; want 0, nil", seq, err)
+	if c, err := CheckSnapshot(e.log, nil); c != (SnapshotCheck{}) || err != nil {
+		t.Fatalf("with no snapshot: %+v, %v; want nothing", c, err)
 	}
 	g := newOpGen(t, e, 5)
 	for range 300 {
@@ -593,8 +593,8 @@ func TestCheckSnapshotFindsASnapshotTheLogDoesNotGive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := CheckSnapshot(e.log, nil); got != seq || err != nil {
-		t.Fatalf("the snapshot as saved: %d, %v; want %d, nil", got, err, seq)
+	if got, err := CheckSnapshot(e.log, nil); got.Seq != seq || got.Ignored != "" || err != nil {
+		t.Fatalf("the snapshot as saved: %+v, %v; want seq %d, nil", got, err, seq)
 	}
 	// A forged one: the live state altered, then saved with a checksum
 	// of its own.
@@ -611,7 +611,7 @@ func TestCheckSnapshotFindsASnapshotTheLogDoesNotGive(t *testing.T) {
 		t.Fatalf("the forged snapshot does not load (%s): the test would prove nothing", why)
 	}
 	var sm *SnapshotMismatchError
-	if got, err := CheckSnapshot(e.log, nil); !errors.As(err, &sm) || sm.Seq != seq || got != seq {
-		t.Fatalf("the forged snapshot: %d, %v; want a SnapshotMismatchError at seq %d", got, err, seq)
+	if got, err := CheckSnapshot(e.log, nil); !errors.As(err, &sm) || sm.Seq != seq || got.Seq != seq {
+		t.Fatalf("the forged snapshot: %+v, %v; want a SnapshotMismatchError at seq %d", got, err, seq)
 	}
 }
