@@ -149,6 +149,7 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 	// commit grew the cost of every write with the number of webhooks.
 	dp.again.Store(true)
 	var reconciled uint64
+	var pruning []string // the disabled webhooks retention still looks at
 	// Each loop reads what was durable when it starts; from then on it is
 	// woken for the records of its account.
 	fanned := dp.log.DurableSeq()
@@ -174,11 +175,17 @@ func (dp *Dispatcher) Run(ctx context.Context) {
 		case <-restart.C():
 			dp.again.Store(true) // the loops that ended are started again
 		case <-prune.C():
-			dp.mu.Lock()
-			idle := append([]string(nil), dp.idle...)
-			dp.mu.Unlock()
-			dp.pruneIdle(idle)
-			prune.Reset(pruneEvery)
+			// One step a turn, the next at once while there is more.
+			if len(pruning) == 0 && dp.cfg.Retention > 0 {
+				dp.mu.Lock()
+				pruning = append(pruning[:0], dp.idle...)
+				dp.mu.Unlock()
+			}
+			if pruning = dp.pruneIdleStep(pruning); len(pruning) > 0 {
+				prune.Reset(0)
+			} else {
+				prune.Reset(pruneEvery)
+			}
 		case <-ctx.Done():
 			dp.mu.Lock()
 			for _, l := range dp.loops {

@@ -250,8 +250,6 @@ func (l *loop) loadState() (uint64, error) {
 	if !ok {
 		cursor = l.t.From
 	}
-	// Enabled with skip_backlog: what came while disabled is not sent.
-	cursor = max(cursor, l.t.SkipTo)
 	l.failingVersion = l.t.Version
 	if l.failing, err = l.dp.store.failingSince(l.t.ID, l.t.Version); err != nil {
 		return 0, err

@@ -256,6 +256,57 @@ func TestPauseAndResume(t *testing.T) {
 	})
 }
 
+// skip_backlog skips only what came while the webhook was disabled: what
+// came before, recorded while it was enabled and not sent yet (a loop
+// behind, its breaker open, the process stopped), is still sent, and so
+// is what comes after. Here the dispatcher starts after all of it, with
+// every event behind its cursor; a running loop judges the records by the
+// same target (Target.Subscribed), whether or not it saw the webhook
+// disabled in between.
+func TestSkipBacklogSkipsOnlyWhatCameWhileDisabled(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "contact.created")
+	agent := w.newAgent()
+	patch := func(in projections.WebhookPatch) {
+		t.Helper()
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.startSession(agent, "before-1@example.com")
+	w.startSession(agent, "before-2@example.com")
+	patch(projections.WebhookPatch{Status: ptr("disabled")})
+	skipped := w.startSession(agent, "while-off@example.com")
+	patch(projections.WebhookPatch{Status: ptr("enabled"), SkipBacklog: true})
+	w.startSession(agent, "after@example.com")
+	patch(projections.WebhookPatch{Status: ptr("disabled")})
+	w.startSession(agent, "while-off-not-skipped@example.com")
+	patch(projections.WebhookPatch{Status: ptr("enabled")})
+
+	cfg, _ := clockedConfig()
+	w.start(cfg)
+	waitFor(t, "four deliveries", func() bool { return rv.count() >= 4 })
+	w.throughLoop(wh.ID)
+	var got []string
+	for _, r := range rv.all() {
+		var env struct {
+			Data projections.ContactCreatedData `json:"data"`
+		}
+		json.Unmarshal(r.body, &env)
+		got = append(got, env.Data.Contact.Email)
+	}
+	want := "[after@example.com before-1@example.com before-2@example.com while-off-not-skipped@example.com]"
+	if fmt.Sprint(sorted(got)) != want {
+		t.Errorf("delivered %v, want %s", sorted(got), want)
+	}
+	for _, d := range deliveriesOf(t, w, wh.ID) {
+		if strings.Contains(string(d.Body), skipped.ContactID) {
+			t.Errorf("the event recorded while disabled, then skipped, has delivery %s", d.ID)
+		}
+	}
+}
+
 func TestRecoverAndReplay(t *testing.T) {
 	w := openWorld(t, "")
 	rv, healthy := newSwitchableReceiver(t)
@@ -797,6 +848,42 @@ func TestRetentionPrunes(t *testing.T) {
 	})
 }
 
+// Retention removes a disabled webhook's old deliveries a step at a time,
+// between the dispatcher's other work, and goes on at once while there are
+// more: removing a large backlog in one go held up every other webhook's
+// deliveries (and the cancellation of attempts on delete) until it was done.
+func TestRetentionOfADisabledWebhookGoesAStepATurn(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	live := w.register(rv.URL, "contact.created")
+	idle := w.register(rv.URL, "contact.created")
+	if _, err := w.state.UpdateWebhook(t.Context(), w.pr, idle.ID, projections.WebhookPatch{Status: ptr("disabled")}); err != nil {
+		t.Fatal(err)
+	}
+	store := deliveryStore{db: w.store, w: w.log}
+	at := time.Now().Add(-48 * time.Hour)
+	var ds []*Delivery
+	for i := range 2*pruneBatch + 10 {
+		ds = append(ds, &Delivery{ID: idFloor(PrefixDelivery, at.Add(time.Duration(i)*time.Millisecond))[:len(PrefixDelivery)+10] + fmt.Sprintf("%016d", i),
+			WebhookID: idle.ID, Seq: 1, Status: StatusSucceeded, CreatedAt: at.Unix()})
+	}
+	if err := store.startPutWithCursor(idle.ID, 1, ds)(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, clock := clockedConfig()
+	cfg.Retention = time.Hour
+	w.start(cfg)
+	left := func() int { page, _, _ := store.page(idle.ID, 1000, ""); return len(page) }
+
+	if q := w.m.pruneIdleStep([]string{idle.ID, "wh_next"}); len(q) != 2 || q[0] != idle.ID || left() != pruneBatch+10 {
+		t.Fatalf("one step: queue %v, %d left; want the same queue and %d left", q, left(), pruneBatch+10)
+	}
+	clock.Advance(pruneEvery)
+	waitFor(t, "the rest removed, step after step", func() bool { return left() == 0 })
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "the live webhook's delivery", func() bool { return allStatus(t, w, live.ID, 1, StatusSucceeded) })
+}
+
 // A paused webhook's pending deliveries outlive the retention: enabled
 // again, it is sent what it missed (retention removed them, and its
 // cursor was past their events: they were never sent).
@@ -815,7 +902,9 @@ func TestRetentionKeepsAPausedWebhooksPendingDeliveries(t *testing.T) {
 	}
 	waitFor(t, "the loop to stop", func() bool { return !w.hasLoop(wh.ID) })
 	clock.Advance(2 * time.Hour)
-	w.m.pruneIdle([]string{wh.ID}) // what the dispatcher runs for a webhook with no loop
+	for q := []string{wh.ID}; len(q) > 0; {
+		q = w.m.pruneIdleStep(q) // what the dispatcher runs for a webhook with no loop
+	}
 	if ds := deliveriesOf(t, w, wh.ID); len(ds) != 1 || ds[0].Status != StatusPending {
 		t.Fatalf("after retention the paused webhook has %+v, want its pending delivery", ds)
 	}

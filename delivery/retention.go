@@ -117,30 +117,35 @@ func (l *loop) prune() (time.Duration, error) {
 	return pruneEvery, nil
 }
 
-// pruneIdle runs retention steps for the webhooks that have no loop (the
-// disabled ones), until each has nothing more to remove; the dispatcher's
-// lock keeps a loop from starting for one meanwhile. Their pending
-// deliveries stay: enabled again, a webhook is sent what it missed.
-func (dp *Dispatcher) pruneIdle(idle []string) {
+// pruneIdleStep runs one retention step for queue[0], of the webhooks that
+// have no loop (the disabled ones) and may have old deliveries to remove,
+// and returns the queue left: queue[0] stays first while it has more. The
+// dispatcher's lock keeps a loop from starting for it meanwhile. Their
+// pending deliveries stay: enabled again, a webhook is sent what it
+// missed.
+//
+// Run takes one step at a time, between the rest of its work: all of a
+// large backlog at once (a webhook disabled after 220,000 deliveries, its
+// retention due) held up every other webhook's deliveries, and the
+// cancellation of attempts on delete, for 40 s.
+func (dp *Dispatcher) pruneIdleStep(queue []string) []string {
 	keep := dp.cfg.Retention
-	if keep <= 0 {
-		return
+	if keep <= 0 || len(queue) == 0 {
+		return nil
 	}
-	for _, wh := range idle {
-		for {
-			dp.mu.Lock()
-			more := false
-			var err error
-			if dp.loops[wh] == nil && dp.ending[wh] == nil { // no loop writes its state, nor still ends
-				more, err = dp.store.pruneStep(wh, dp.clock.Now().Add(-keep), func(string) bool { return false })
-			}
-			dp.mu.Unlock()
-			if err != nil {
-				dp.logger.Warn("removing old deliveries of a disabled webhook", "webhook_id", wh, "err", err)
-			}
-			if err != nil || !more {
-				break
-			}
-		}
+	wh := queue[0]
+	dp.mu.Lock()
+	more := false
+	var err error
+	if dp.loops[wh] == nil && dp.ending[wh] == nil { // no loop writes its state, nor still ends
+		more, err = dp.store.pruneStep(wh, dp.clock.Now().Add(-keep), func(string) bool { return false })
 	}
+	dp.mu.Unlock()
+	if err != nil {
+		dp.logger.Warn("removing old deliveries of a disabled webhook", "webhook_id", wh, "err", err)
+	}
+	if more && err == nil {
+		return queue
+	}
+	return queue[1:]
 }

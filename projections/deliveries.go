@@ -178,9 +178,9 @@ type Target struct {
 	PreviousUntil  time.Time
 	// RateLimit bounds the attempts started per second; 0: no limit.
 	RateLimit int
-	// SkipTo is the seq of the webhook.enabled that skipped the backlog:
-	// delivery resumes after it if the cursor is behind it.
-	SkipTo uint64
+	// skipped are the windows of records it is not sent (skip_backlog):
+	// the state's own slice, as earlier.
+	skipped []seqWindow
 	// Version changes whenever any of the fields above may have: the
 	// delivery side takes the new target then.
 	Version uint64
@@ -190,7 +190,15 @@ type Target struct {
 // record at seq was appended: an event is sent by the list in force when
 // it happened, whenever the delivery side reads it (a loop behind the log,
 // or after a restart).
+//
+// A record in a window skipped by skip_backlog (recorded while the webhook
+// was disabled, then enabled with it) is not sent either.
 func (t *Target) Subscribed(name string, seq uint64) bool {
+	for _, w := range t.skipped {
+		if w.holds(seq) {
+			return false
+		}
+	}
 	i, _ := slices.BinarySearchFunc(t.earlier, seq, func(s subscription, seq uint64) int { return cmp.Compare(s.until, seq) })
 	if i < len(t.earlier) {
 		return slices.Contains(t.earlier[i].events, name)
@@ -199,9 +207,10 @@ func (t *Target) Subscribed(name string, seq uint64) bool {
 }
 
 // Now returns t judging every event by the list of events it has now,
-// whenever the event was recorded: what a replay selects by.
+// whenever the event was recorded, skipped or not: what a replay, which
+// names the records to send, selects by.
 func (t Target) Now() Target {
-	t.earlier = nil
+	t.earlier, t.skipped = nil, nil
 	return t
 }
 
@@ -256,7 +265,7 @@ func (p *Projections) target(w *webhook) (Target, error) {
 	}
 	t := Target{ID: w.id, Account: w.tenant.account.ID, URL: w.url, Events: eventSet(w.events), earlier: w.earlier,
 		Secret: string(secret), From: w.seq,
-		RateLimit: w.rateLimit, SkipTo: w.skipTo, Version: w.version}
+		skipped: w.skipped, RateLimit: w.rateLimit, Version: w.version}
 	if w.prevUntil > 0 {
 		// A previous secret that does not open only loses the overlap:
 		// the current one signs.

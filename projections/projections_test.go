@@ -180,7 +180,7 @@ func dump(s *State) string {
 		}
 		for _, w := range t.webhooks {
 			enc.Encode(w.view())
-			fmt.Fprintf(&b, " webhook seq %d secret %x previous %x until %d skip to %d version %d earlier %v since %d\n", w.seq, w.secret, w.prevSecret, w.prevUntil, w.skipTo, w.version, w.earlier, w.eventsSince)
+			fmt.Fprintf(&b, " webhook seq %d secret %x previous %x until %d disabled at %d skipped %v version %d earlier %v since %d\n", w.seq, w.secret, w.prevSecret, w.prevUntil, w.disabledSeq, w.skipped, w.version, w.earlier, w.eventsSince)
 		}
 		fmt.Fprintf(&b, " e-mails indexed %d\n", len(t.emails.byHash)+len(t.emails.clash))
 		fmt.Fprintf(&b, " active agents %d, hot:", t.stats.activeAgents)

@@ -24,8 +24,10 @@ import (
 // Version 10 is the same layout under two new rules of replay (an agent's
 // updated_at moves by at least a second at every change; a user keeps at
 // most 100 sessions): a snapshot of version 9 holds what the old rules
-// gave, which a replay under the new ones need not give again.
-const snapshotVersion = 10
+// gave, which a replay under the new ones need not give again. Version 11
+// keeps each webhook's windows skipped by skip_backlog (and the seq that
+// disabled it), where 10 kept the seq of the last such enabling.
+const snapshotVersion = 11
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20
@@ -175,7 +177,12 @@ func (w *snapWriter) webhook(wh *webhook) {
 	w.int(int64(wh.rateLimit))
 	w.bytes(wh.prevSecret)
 	w.int(wh.prevUntil)
-	w.uint(wh.skipTo)
+	w.uint(wh.disabledSeq)
+	w.len(len(wh.skipped))
+	for _, sk := range wh.skipped {
+		w.uint(sk.after)
+		w.uint(sk.through)
+	}
 	w.uint(wh.version)
 }
 
@@ -395,7 +402,14 @@ func decodeSnapshot(b []byte) (*State, error) {
 			if prev := r.raw(); len(prev) > 0 {
 				wh.prevSecret = append(eventlog.Sealed(nil), prev...)
 			}
-			wh.prevUntil, wh.skipTo, wh.version = r.int(), r.uint(), r.uint()
+			wh.prevUntil, wh.disabledSeq = r.int(), r.uint()
+			if n := r.len(); n > 0 {
+				wh.skipped = make([]seqWindow, n)
+				for j := range wh.skipped {
+					wh.skipped[j] = seqWindow{after: r.uint(), through: r.uint()}
+				}
+			}
+			wh.version = r.uint()
 			t.webhooks[i] = wh
 			s.webhooks[wh.id] = wh
 		}

@@ -258,7 +258,7 @@ func (s *State) applyWebhookEnabled(rec *eventlog.Record, p *WebhookEnabled) err
 	}
 	w.disabled, w.disabledReason, w.disabledAt = false, "", 0
 	if p.SkipBacklog {
-		w.skipTo = rec.Seq
+		w.skipped = append(w.skipped, seqWindow{after: w.disabledSeq, through: rec.Seq})
 	}
 	w.version, s.webhookSeq = rec.Seq, rec.Seq
 	return nil
@@ -270,6 +270,7 @@ func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) e
 		return err
 	}
 	w.disabled, w.disabledReason, w.disabledAt = true, p.Reason, unix(rec.Time) // a cut in progress holds a copy
+	w.disabledSeq = rec.Seq
 	s.webhookSeq = rec.Seq
 	return nil
 }

@@ -45,13 +45,24 @@ type webhook struct {
 	// seconds) after a rotation.
 	prevSecret eventlog.Sealed
 	prevUntil  int64
-	// skipTo is the seq of the webhook.enabled that skipped the backlog:
-	// delivery resumes after it, not from the cursor.
-	skipTo uint64
+	// disabledSeq is the seq of the webhook.disabled that disabled it
+	// last.
+	disabledSeq uint64
+	// skipped are the windows of records it is not sent, oldest first:
+	// from a webhook.disabled (after) to the webhook.enabled with
+	// skip_backlog that ended it (through). What came while it was
+	// enabled, delivered or not yet, is sent whatever the cursor.
+	// Appended to, never changed, as earlier.
+	skipped []seqWindow
 	// version is the seq of the last event that changed what the delivery
 	// side sends to it (registration, update, rotation, enabling).
 	version uint64
 }
+
+// seqWindow is the records after after, up to through.
+type seqWindow struct{ after, through uint64 }
+
+func (w seqWindow) holds(seq uint64) bool { return w.after < seq && seq <= w.through }
 
 // subscription is a list of events a webhook had: it judged the records up
 // to until, the seq of the webhook.updated that replaced it.
