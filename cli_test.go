@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -120,3 +122,59 @@ func TestInterruptedLogCommandsSayItAndFail(t *testing.T) {
 		t.Errorf("import interrupted: exit %d, stderr %q, data dir %v; want exit 1, nothing imported, no data dir", code, errOut, err)
 	}
 }
+
+// An import from standard input that is interrupted while it waits for
+// more input (a pipe whose writer is slow or stuck) stops at once, imports
+// nothing and leaves no data dir; so does one whose input ends after the
+// interrupt. Before, it went on waiting, and then committed what it had
+// read and exited 0.
+func TestAnImportInterruptedWhileItWaitsForInputImportsNothing(t *testing.T) {
+	lines, err := os.ReadFile(fixture(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ends := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		in := &stuckInput{data: lines, waiting: make(chan struct{}), release: make(chan struct{})}
+		t.Cleanup(in.end)
+		data := filepath.Join(t.TempDir(), "data")
+		var stdout, stderr bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"demosvc", "log", "import", "--data", data, "-"}, func(string) string { return "" }, in, &stdout, &stderr)
+		}()
+		<-in.waiting // the import read the lines and waits for more
+		cancel()
+		if ends {
+			in.end()
+		}
+		code := <-done
+		if _, err := os.Stat(data); code != 1 || !strings.Contains(stderr.String(), "interrupted: nothing was imported") ||
+			stdout.Len() != 0 || !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("input ends after the interrupt %v: exit %d, stdout %q, stderr %q, data dir %v; want exit 1, nothing imported, no data dir",
+				ends, code, stdout.String(), stderr.String(), err)
+		}
+	}
+}
+
+// stuckInput reads data, then says it waits (waiting closes) and waits for
+// end, which gives io.EOF.
+type stuckInput struct {
+	data          []byte
+	waiting       chan struct{}
+	release       chan struct{}
+	said, stopped sync.Once
+}
+
+func (s *stuckInput) Read(p []byte) (int, error) {
+	if len(s.data) > 0 {
+		n := copy(p, s.data)
+		s.data = s.data[n:]
+		return n, nil
+	}
+	s.said.Do(func() { close(s.waiting) })
+	<-s.release
+	return 0, io.EOF
+}
+
+func (s *stuckInput) end() { s.stopped.Do(func() { close(s.release) }) }

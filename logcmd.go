@@ -222,8 +222,10 @@ func (c *cli) logImport(args []string) int {
 		in = &countingReader{r: in, read: func(n int64) { bar.set(n, size) }}
 		opts.Progress = func(records uint64) { bar.describe(fmt.Sprintf("import: %d records", records)) }
 	}
-	n, err := eventlog.Import(store, reg, ctxReader{c.ctx, in}, opts)
-	if err != nil && c.ctx.Err() != nil {
+	n, err := eventlog.Import(store, reg, newCtxReader(c.ctx, in), opts)
+	if c.ctx.Err() != nil {
+		// Interrupted, even if the input ended meanwhile: the import
+		// is undone, whatever it read.
 		err = errInterrupted
 	}
 	bar.finish(err == nil)
@@ -328,15 +330,44 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // ctxReader is r until ctx is done, then an error: an import stops when
-// the command is interrupted, and undoes what it created.
+// the command is interrupted, and undoes what it created, also while it
+// waits for input that does not come (a pipe whose writer is slow or
+// stuck, a FIFO): a read of standard input cannot be cut short, so each
+// read runs beside, into a buffer of its own, and one still waiting when
+// ctx ends is left to the process's exit.
 type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+	ctx  context.Context
+	r    io.Reader
+	buf  []byte
+	read chan ctxRead
 }
 
-func (c ctxReader) Read(p []byte) (int, error) {
+type ctxRead struct {
+	n   int
+	err error
+}
+
+func newCtxReader(ctx context.Context, r io.Reader) *ctxReader {
+	return &ctxReader{ctx: ctx, r: r, read: make(chan ctxRead, 1)}
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	if cap(c.buf) < len(p) {
+		c.buf = make([]byte, len(p))
+	}
+	buf := c.buf[:len(p)]
+	go func() {
+		n, err := c.r.Read(buf)
+		c.read <- ctxRead{n, err}
+	}()
+	select {
+	case r := <-c.read:
+		return copy(p, buf[:r.n]), r.err
+	case <-c.ctx.Done():
+		c.buf = nil // the read left waiting keeps the old one
+		return 0, c.ctx.Err()
+	}
 }
