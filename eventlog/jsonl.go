@@ -127,6 +127,11 @@ func (l *Log) Export(w io.Writer, from uint64) (int, error) {
 // Everything written before a call has been flushed to w, so progress may
 // write to w too. On an error, w holds the records before it as whole
 // lines.
+//
+// It checks the chain as it goes: a record whose hash does not follow from
+// the one before it (altered, or storage damage) ends the export before
+// it with a *VerifyError, rather than being written with a hash that no
+// import would take (and an exit 0 that said the copy was good).
 func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
@@ -141,7 +146,16 @@ func (l *Log) ExportProgress(w io.Writer, from uint64, progress Progress) (int, 
 		progress(0, total) // the start, from which a rate is measured
 	}
 	n := 0
-	err := l.Read(from, head, func(rec *Record) error {
+	prev, _, err := l.HashAt(from - 1) // none before seq 1: zero
+	if err != nil {
+		return 0, err
+	}
+	err = l.read(from, head, func(rec *Record, value []byte) error {
+		if body, _, _ := splitValue(value); chainHash(prev, body) != rec.Hash {
+			return &VerifyError{Seq: rec.Seq, Reason: "hash does not match the record and the previous hash: " +
+				"the export ends before it (log verify names the damage)"}
+		}
+		prev = rec.Hash
 		j, err := l.opts.Registry.ToJSON(rec, true)
 		if err != nil {
 			return err

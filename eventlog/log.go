@@ -262,6 +262,11 @@ func (l *Log) WaitFor(ctx context.Context, seq uint64) error {
 // its return; Read reuses nothing else. An error from fn stops the read and
 // is returned.
 func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
+	return l.read(from, to, func(rec *Record, _ []byte) error { return fn(rec) })
+}
+
+// read is Read, passing fn each record's stored value too.
+func (l *Log) read(from, to uint64, fn func(rec *Record, value []byte) error) error {
 	head := l.DurableSeq()
 	if to == 0 || to > head {
 		to = head
@@ -281,7 +286,11 @@ func (l *Log) Read(from, to uint64, fn func(rec *Record) error) error {
 	in := interned{}
 	expect := from
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := pass(it.Value(), expect, &rec, in, fn); err != nil {
+		v := it.Value()
+		if err := decode(v, expect, &rec, in); err != nil {
+			return err
+		}
+		if err := fn(&rec, v); err != nil {
 			return err
 		}
 		expect++
@@ -355,13 +364,21 @@ func (l *Log) ReadSeqs(seqs []uint64, fn func(rec *Record) error) error {
 // pass decodes value, which must be seq's record, into rec and calls fn
 // with it.
 func pass(value []byte, seq uint64, rec *Record, in interned, fn func(rec *Record) error) error {
+	if err := decode(value, seq, rec, in); err != nil {
+		return err
+	}
+	return fn(rec)
+}
+
+// decode decodes the stored value of seq into rec.
+func decode(value []byte, seq uint64, rec *Record, in interned) error {
 	if err := decodeRecord(value, rec, in); err != nil {
 		return fmt.Errorf("seq %d: %w", seq, err)
 	}
 	if rec.Seq != seq {
 		return fmt.Errorf("%w: expected seq %d, found %d", ErrCorrupt, seq, rec.Seq)
 	}
-	return fn(rec)
+	return nil
 }
 
 // Follow calls fn for every durable record from seq from on, waiting for new
