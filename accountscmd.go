@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 
 	demohttp "demosvc/http"
+	"demosvc/projections"
 )
 
 // accounts dispatches `demosvc accounts create|list`.
@@ -25,6 +27,11 @@ func (c *cli) accounts(args []string) int {
 		}
 		if *name == "" {
 			return c.usageError("accounts create", "--name is required")
+		}
+		// Checked here, naming the flag, as a wrong command line: the
+		// server would name the field of its own input.
+		if err := projections.CheckAccountInput(*name, *plan, *rpm); err != nil {
+			return c.flagError("accounts create", err, map[string]string{"name": "--name", "plan": "--plan", "rate_limit_per_minute": "--rpm"})
 		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/accounts",
 			demohttp.AccountInput{Name: *name, Plan: *plan, RateLimitPerMinute: *rpm})
@@ -112,4 +119,14 @@ func (c *cli) adminJSON(cf *commonFlags, method, target string, in any) int {
 func (c *cli) usageError(cmd, msg string) int {
 	c.fail(&commonFlags{name: cmd}, "%s", msg)
 	return exitUsage
+}
+
+// flagError is usageError for err, the check of an input whose fields
+// flags fill (by field name), said of the flag.
+func (c *cli) flagError(cmd string, err error, flags map[string]string) int {
+	var pe *projections.Error
+	if errors.As(err, &pe) && flags[pe.Param] != "" {
+		return c.usageError(cmd, flags[pe.Param]+": "+pe.Message)
+	}
+	return c.usageError(cmd, err.Error())
 }

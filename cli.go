@@ -248,13 +248,20 @@ func reseedAfterOpen(cfg *config.Config, ids *eventlog.IDs, log *eventlog.Log) {
 // the holder is another process, such as a `demosvc log --follow`, and an
 // operator told to stop a dead server's pid could stop whatever reuses it.
 func lockMessage(dataDir string) string {
-	var info serveInfo
-	b, err := os.ReadFile(filepath.Join(dataDir, serveInfoFile))
-	if err == nil && json.Unmarshal(b, &info) == nil && info.PID != 0 && processRuns(info.PID) {
+	if info, ok := runningServe(dataDir); ok {
 		return fmt.Sprintf("data dir %s is in use by demosvc serve (pid %d, listening on %s since %s)",
 			dataDir, info.PID, info.Listen, info.StartedAt.Format(time.RFC3339))
 	}
 	return fmt.Sprintf("data dir %s is in use by another process", dataDir)
+}
+
+// runningServe returns what serve.json says of the serve that wrote it,
+// if that process still runs.
+func runningServe(dataDir string) (serveInfo, bool) {
+	var info serveInfo
+	b, err := os.ReadFile(filepath.Join(dataDir, serveInfoFile))
+	ok := err == nil && json.Unmarshal(b, &info) == nil && info.PID != 0 && processRuns(info.PID)
+	return info, ok
 }
 
 // processRuns reports whether a process with pid exists. Where a signal
@@ -294,7 +301,7 @@ type localData struct {
 // create does, so that a self-hoster can set up accounts before the first
 // serve (createsDataDir).
 func openLocal(cfg *config.Config, withState, create bool) (*localData, error) {
-	if err := checkOwner(cfg.DataDir); err != nil {
+	if err := checkOwner(cfg.DataDir, true); err != nil {
 		return nil, err
 	}
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: create, Logger: quietLogger()})
@@ -360,6 +367,12 @@ func (c *cli) admin(cfg *config.Config, method, target string, body io.Reader, o
 		createsDataDir(method, target))
 	if err != nil {
 		if errors.Is(err, eventlog.ErrLocked) {
+			if _, serving := runningServe(cfg.DataDir); !serving {
+				// Another command that opens the data dir itself (log
+				// --follow, an import, a backup with no server) holds it.
+				return 0, fmt.Errorf("%s (another demosvc command that opened it itself, such as log --follow or log import "+
+					"with no server running, holds it while it runs); retry when it has ended", lockMessage(cfg.DataDir))
+			}
 			return 0, fmt.Errorf("%s, but its admin socket %s does not answer yet: serve binds it once it has rebuilt its state "+
 				"(its /readyz says starting meanwhile); retry when it is ready", lockMessage(cfg.DataDir), demohttp.SocketPath(cfg.DataDir))
 		}

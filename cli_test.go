@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"demosvc/eventlog"
 )
 
 // A data dir's lock is blamed on the server its serve.json names only
@@ -42,10 +44,10 @@ func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 		t.Skip("giving a data dir to another user needs root")
 	}
 	dir := t.TempDir()
-	if err := checkOwner(dir); err != nil {
+	if err := checkOwner(dir, true); err != nil {
 		t.Fatalf("one's own data dir: %v", err)
 	}
-	if err := checkOwner(filepath.Join(dir, "new")); err != nil {
+	if err := checkOwner(filepath.Join(dir, "new"), true); err != nil {
 		t.Fatalf("a data dir to create: %v", err)
 	}
 	theirs := filepath.Join(dir, "theirs")
@@ -55,7 +57,7 @@ func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 	if err := os.Chown(theirs, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	err := checkOwner(theirs)
+	err := checkOwner(theirs, true)
 	if err == nil || !strings.Contains(err.Error(), "belongs to") || !strings.Contains(err.Error(), "sudo -u ") {
 		t.Fatalf("another user's data dir: %v; want a refusal saying whose it is and how to run as them", err)
 	}
@@ -68,7 +70,7 @@ func TestADataDirOfAnotherUserIsRefused(t *testing.T) {
 	if err := os.Chown(ours, 0, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkOwner(ours); err != nil {
+	if err := checkOwner(ours, true); err != nil {
 		t.Fatalf("root's group-writable data dir: %v", err)
 	}
 }
@@ -178,3 +180,25 @@ func (s *stuckInput) Read(p []byte) (int, error) {
 }
 
 func (s *stuckInput) end() { s.stopped.Do(func() { close(s.release) }) }
+
+// A data dir held by another command that opened it itself (log --follow
+// with no server) is said to be so: not blamed on a serve whose admin
+// socket does not answer yet, which there is none of.
+func TestADataDirHeldByAnotherCommandIsNotBlamedOnAServe(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if out, code := runWithStderr(t, nil, "accounts", "create", "--name", "A", "--data", data); code != 0 {
+		t.Fatalf("accounts create: exit %d, %s", code, out)
+	}
+	held, err := eventlog.OpenStore(data, eventlog.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"demosvc", "accounts", "list", "--data", data}, func(string) string { return "" },
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "is in use by another process (another demosvc command that opened it itself") ||
+		strings.Contains(stderr.String(), "admin socket") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming another command, no admin socket", code, stderr.String())
+	}
+}

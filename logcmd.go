@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"demosvc/config"
 	"demosvc/delivery"
@@ -31,6 +32,13 @@ func (c *cli) log(args []string) int {
 			return c.logExport(args[1:])
 		case "import":
 			return c.logImport(args[1:])
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			// log itself takes no arguments: a word here is a subcommand
+			// mistyped, not a data dir or a seq.
+			fmt.Fprintf(c.stderr, "demosvc log: unknown subcommand %q: log shows the log (see demosvc log --help), "+
+				"or runs one of verify, export, import\n", args[0])
+			return exitUsage
 		}
 	}
 	return c.logShow(args)
@@ -197,7 +205,7 @@ func (c *cli) logImport(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	defer done()
-	if err := checkOwner(cfg.DataDir); err != nil {
+	if err := checkOwner(cfg.DataDir, false); err != nil {
 		return c.fail(cf, "%v", err)
 	}
 	undo := newDirUndo(cfg.DataDir)

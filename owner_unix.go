@@ -19,8 +19,9 @@ import (
 // a stopped service's data dir. Only root: any other user either may
 // write the data dir (a group-writable one, as Kubernetes' fsGroup makes)
 // or is refused by the file system itself. A data dir that does not exist
-// yet is this command's to create.
-func checkOwner(dataDir string) error {
+// yet is this command's to create. viaServer says whether the command could
+// run through a running server instead (serve and log import cannot).
+func checkOwner(dataDir string, viaServer bool) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -40,8 +41,12 @@ func checkOwner(dataDir string) error {
 	if u, err := user.LookupId(uid); err == nil {
 		owner, sudo = "user "+u.Username, u.Username
 	}
+	orServer := ""
+	if viaServer {
+		orServer = ", or while the server runs, which answers it through its admin socket"
+	}
 	return fmt.Errorf("data dir %s belongs to %s, and this command runs as root: files it created there would be "+
-		"root's, and %s could no longer open the store; run it as %s (sudo -u %s demosvc …), or while the "+
-		"server runs, which answers it through its admin socket; if root is to own the data dir, chown -R it first",
-		dataDir, owner, owner, owner, sudo)
+		"root's, and %s could no longer open the store; run it as %s (sudo -u %s demosvc …)%s; "+
+		"if root is to own the data dir, chown -R it first",
+		dataDir, owner, owner, owner, sudo, orServer)
 }

@@ -82,7 +82,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	if err := demohttp.CheckSocketPath(cfg.DataDir); err != nil {
 		return err
 	}
-	if err := checkOwner(cfg.DataDir); err != nil {
+	if err := checkOwner(cfg.DataDir, false); err != nil {
 		return err
 	}
 	store, err := eventlog.OpenStore(cfg.DataDir, eventlog.StoreOptions{Create: true, Logger: logger})

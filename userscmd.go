@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 
 	demohttp "demosvc/http"
+	"demosvc/projections"
 )
 
 // users dispatches `demosvc users create|list|reset-password|disable`:
@@ -24,6 +26,9 @@ func (c *cli) users(args []string) int {
 		}
 		if *account == "" || *email == "" {
 			return c.usageError("users create", "--account and --email are required")
+		}
+		if *role != projections.RoleViewer && *role != projections.RoleAdmin {
+			return c.usageError("users create", fmt.Sprintf("--role: must be admin or viewer, got %q", *role))
 		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/users", demohttp.UserInput{AccountID: *account, Email: *email, Role: *role})
 	case "list":

@@ -134,6 +134,9 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		fsys = vfs.Default
 	}
 	if _, statErr := fsys.Stat(filepath.Join(dir, "LOCK")); statErr != nil {
+		if fi, err := fsys.Stat(dataDir); err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("data dir %s is a file, not a directory", dataDir)
+		}
 		if !errors.Is(statErr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("data dir %s: %w", dataDir, statErr)
 		}
