@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"demosvc/projections"
 )
@@ -113,11 +114,16 @@ var expectationFailed10 = []byte("HTTP/1.0 417 Expectation Failed\r\n")
 // anything but 100-continue (417).
 const EExpectationFailed = "expectation_failed"
 
-// jsonAnswer is a whole answer with status code and e as its body; the
-// connection closes after it, as it does after net/http's own.
+// jsonAnswer is a whole answer with status code and e as its body, and a
+// request id of its own, as every answer has; the connection closes after
+// it, as it does after net/http's own.
 func jsonAnswer(code int, e ErrorObject) []byte {
 	body, _ := json.Marshal(ErrorBody{Error: e})
 	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body)
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		code, http.StatusText(code), headerRequestID, plainErrorIDs.New(time.Now()), len(body), body)
 }
+
+// plainErrorIDs mints the request ids of the answers net/http gives before
+// any handler runs.
+var plainErrorIDs = newRequestIDs()

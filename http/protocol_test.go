@@ -120,6 +120,9 @@ func TestNetHTTPsOwnAnswersAreErrorObjects(t *testing.T) {
 		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || derr != nil || e.Error.Code != tc.code || e.Error.Message == "" {
 			t.Errorf("%s: %d %q %+v (%v); want %d application/json with code %q", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), e.Error, derr, tc.status, tc.code)
 		}
+		if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") || len(id) != len("req_")+26 {
+			t.Errorf("%s: X-Request-Id %q; every answer has one", tc.name, id)
+		}
 	}
 	// Ordinary answers pass through untouched.
 	resp, err := http.Get(srv.URL + "/healthz")

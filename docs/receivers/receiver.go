@@ -67,7 +67,10 @@ func Handler(secrets []string, process func(eventID string, e Event) error) (htt
 			return
 		}
 		id := r.Header.Get("webhook-id") // the event id, covered by the signature
-		mu.Lock()                        // one delivery at a time: two tries of one event never race
+		if id == "" {
+			id = r.Header.Get("X-Service-Event-Id") // the same id, sent in either mode
+		}
+		mu.Lock() // one delivery at a time: two tries of one event never race
 		defer mu.Unlock()
 		if done[id] {
 			w.WriteHeader(http.StatusOK) // a duplicate: already processed

@@ -46,7 +46,8 @@ class Receiver(BaseHTTPRequestHandler):  # one request at a time: two tries of o
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # the raw bytes
         if not valid(self.headers, body):
             return self.answer(401)
-        event_id = self.headers["webhook-id"]  # the event id, covered by the signature
+        # the event id, covered by the signature; X-Service-Event-Id, the same id, is sent in either mode
+        event_id = self.headers.get("webhook-id") or self.headers["X-Service-Event-Id"]
         if event_id not in done:  # else a duplicate: already processed
             process(event_id, json.loads(body))
             done.add(event_id)

@@ -46,7 +46,8 @@ const server = createServer((req, res) => {
       res.writeHead(401).end();
       return;
     }
-    const eventId = String(req.headers["webhook-id"]); // the event id, covered by the signature
+    // The event id, covered by the signature; X-Service-Event-Id, the same id, is sent in either mode.
+    const eventId = String(req.headers["webhook-id"] ?? req.headers["x-service-event-id"]);
     if (!done.has(eventId)) { // else a duplicate: already processed
       processEvent(eventId, JSON.parse(body.toString("utf8")));
       done.add(eventId); // Node runs one handler at a time: two tries of one event never race
