@@ -219,6 +219,14 @@ func (l *loop) run() error {
 // waits for every outcome write to be durable.
 func (l *loop) drain() error {
 	for len(l.busy) > 0 || l.inflight > 0 || len(l.unwritten.outcomes) > 0 {
+		if l.inflight == 0 && len(l.unwritten.outcomes) > 0 {
+			// No write in flight would take them when it is stored: the
+			// outcome of the last attempt to end waited for ever, and the
+			// dispatcher's shutdown with it.
+			if err := l.flush(); err != nil {
+				return err
+			}
+		}
 		select {
 		case req := <-l.retryReqs:
 			req.done <- retryResult{err: ErrNotRunning}
@@ -280,9 +288,15 @@ const (
 func (l *loop) collect(cursor, head uint64) (uint64, bool, error) {
 	// The target first: the state it is read from has applied head (see
 	// the guard below), so the index holds every record up to head.
-	t := l.target()
-	if cur, ok := l.current(); ok {
-		t = cur
+	t, ok := l.current()
+	if !ok {
+		// Disabled or deleted since this loop's target was taken: what
+		// came after is not its to judge. The dispatcher stops the loop;
+		// enabled again, the webhook's new target (with the window
+		// skip_backlog made, if it did) judges those records. Judged by
+		// the old one, the records just after a disable were sent though
+		// skipped.
+		return cursor, false, nil
 	}
 	seqs, total := l.dp.state.AccountSeqsBetween(l.seqs[:0], l.t.Account, cursor, head, maxCollect)
 	l.seqs = seqs

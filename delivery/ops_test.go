@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
@@ -304,6 +305,132 @@ func TestSkipBacklogSkipsOnlyWhatCameWhileDisabled(t *testing.T) {
 		if strings.Contains(string(d.Body), skipped.ContactID) {
 			t.Errorf("the event recorded while disabled, then skipped, has delivery %s", d.ID)
 		}
+	}
+}
+
+// A running loop that has not yet been stopped for a disable collects
+// nothing past it: the records just after a webhook.disabled are judged
+// by the target the enabling makes, so a window skip_backlog skips has no
+// delivery, however the writes and the loop interleave (it had a few in
+// each run: the loop judged them by its old target).
+func TestSkipBacklogHoldsAgainstARunningLoop(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, nil)
+	wh := w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	agent := w.newAgent()
+	var created atomic.Int64
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for g := range 3 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := w.state.StartSession(context.Background(), w.pr, projections.SessionInput{AgentID: agent,
+					Contact: &projections.Contact{Name: "Pat", Email: fmt.Sprintf("w%d-%d@example.com", g, i), Company: "Globex"}}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				created.Add(1)
+			}
+		}()
+	}
+	patch := func(in projections.WebhookPatch) {
+		t.Helper()
+		if _, err := w.state.UpdateWebhook(t.Context(), w.pr, wh.ID, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more := func(n int64) { // polls: some writes land between two toggles
+		target := created.Load() + n
+		waitFor(t, "more sessions", func() bool { return created.Load() >= target })
+	}
+	for range 6 {
+		more(20)
+		patch(projections.WebhookPatch{Status: ptr("disabled")})
+		more(20)
+		patch(projections.WebhookPatch{Status: ptr("enabled"), SkipBacklog: true})
+	}
+	close(stop)
+	writers.Wait()
+	w.throughLoop(wh.ID)
+
+	var windows [][2]uint64
+	var disabled uint64
+	if err := w.log.Read(1, 0, func(rec *eventlog.Record) error {
+		switch rec.Type {
+		case projections.TypeWebhookDisabled:
+			disabled = rec.Seq
+		case projections.TypeWebhookEnabled:
+			windows = append(windows, [2]uint64{disabled, rec.Seq})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(windows) != 6 {
+		t.Fatalf("%d skipped windows in the log, want 6", len(windows))
+	}
+	ds, _, err := w.m.Deliveries(wh.ID, 100000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		for _, win := range windows {
+			if d.Seq > win[0] && d.Seq <= win[1] {
+				t.Errorf("delivery %s of seq %d, in the window (%d, %d] skip_backlog skipped", d.ID, d.Seq, win[0], win[1])
+			}
+		}
+	}
+	if len(ds) == 0 {
+		t.Errorf("no deliveries at all")
+	}
+}
+
+// A loop stopped while an attempt is in flight records its outcome when
+// it ends, and ends: with no outcome write in flight to take it along, the
+// outcome waited for ever, and the dispatcher's shutdown with it.
+func TestAStopWithAnAttemptInFlightEnds(t *testing.T) {
+	w := openWorld(t, "")
+	release := make(chan struct{})
+	var held atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		<-release
+		rw.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	wh := w.register(srv.URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "a@example.com")
+	waitFor(t, "the attempt in flight", func() bool { return held.Load() == 1 })
+	stopped := make(chan struct{})
+	go func() { w.stop(); close(stopped) }()
+	waitFor(t, "the loop told to stop", func() bool {
+		w.m.mu.Lock()
+		defer w.m.mu.Unlock()
+		l := w.m.loops[wh.ID]
+		if l == nil {
+			return true
+		}
+		select {
+		case <-l.stopping:
+			return true
+		default:
+			return false
+		}
+	})
+	close(release)
+	recv(t, stopped, "the dispatcher to stop once the attempt ended")
+	ds := deliveriesOf(t, w, wh.ID)
+	if len(ds) != 1 || ds[0].Status != StatusSucceeded {
+		t.Errorf("after the stop: %+v; want the delivery recorded succeeded", ds)
 	}
 }
 
