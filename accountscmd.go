@@ -30,7 +30,7 @@ func (c *cli) accounts(args []string) int {
 		}
 		// Checked here, naming the flag, as a wrong command line: the
 		// server would name the field of its own input.
-		if err := projections.CheckAccountInput(*name, *plan, *rpm); err != nil {
+		if err := projections.CheckAccountInput(projections.TrimText(*name), *plan, *rpm); err != nil {
 			return c.flagError("accounts create", err, map[string]string{"name": "--name", "plan": "--plan", "rate_limit_per_minute": "--rpm"})
 		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/accounts",

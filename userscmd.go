@@ -27,7 +27,7 @@ func (c *cli) users(args []string) int {
 		if *account == "" || *email == "" {
 			return c.usageError("users create", "--account and --email are required")
 		}
-		if *role != projections.RoleViewer && *role != projections.RoleAdmin {
+		if *role != "" && *role != projections.RoleViewer && *role != projections.RoleAdmin { // "": the default, viewer
 			return c.usageError("users create", fmt.Sprintf("--role: must be admin or viewer, got %q", *role))
 		}
 		return c.adminJSON(cf, http.MethodPost, "/admin/users", demohttp.UserInput{AccountID: *account, Email: *email, Role: *role})

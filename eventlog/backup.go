@@ -56,6 +56,11 @@ type BackupOptions struct {
 	// holds damaged (a table file whose checksum fails) fails the backup,
 	// where a copy that only ends at the right record would pass.
 	Registry *Registry
+	// Check, if set with Registry, is given the copy's log once its chain
+	// verifies, and fails the backup with its error: the state's snapshot
+	// held to the log (projections.SnapshotOnLog), so that a backup
+	// succeeds only of a data dir serve would open.
+	Check func(*Log) error
 }
 
 // BackupResult describes a finished backup.
@@ -132,7 +137,7 @@ func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (re
 	// Stopped during the check (Ctrl-C, the client gone): nothing is left
 	// in dest, as for a copy stopped earlier, and at once: the check stops
 	// too, rather than reading the whole copy first.
-	if err := checkBackup(ctx, dest, head, opts.Registry); err != nil {
+	if err := checkBackup(ctx, dest, head, opts.Registry, opts.Check); err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -316,7 +321,7 @@ func copyFile(src, dst string, counter *copyCounter) error {
 
 // checkBackup opens the backup's store, which also gives it the lock file
 // every data dir has, and checks that it ends at head.
-func checkBackup(ctx context.Context, dest string, head Record, reg *Registry) (err error) {
+func checkBackup(ctx context.Context, dest string, head Record, reg *Registry, check func(*Log) error) (err error) {
 	cp, err := OpenStore(dest, StoreOptions{Create: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("the backup does not open: %w", err)
@@ -344,6 +349,11 @@ func checkBackup(ctx context.Context, dest string, head Record, reg *Registry) (
 	if _, err := l.VerifyContext(ctx, nil); err != nil {
 		return fmt.Errorf("the backup's hash chain does not verify, so the data dir's does not either "+
 			"(`demosvc log verify` names the first bad record): %w", err)
+	}
+	if check != nil {
+		if err := check(l); err != nil {
+			return fmt.Errorf("the backup is of a data dir serve would refuse (`demosvc log verify` says more): %w", err)
+		}
 	}
 	return nil
 }

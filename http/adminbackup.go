@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"demosvc/eventlog"
+	"demosvc/projections"
 )
 
 // BackupInput is the body of POST /admin/backup.
@@ -43,7 +44,7 @@ func (a *Admin) handleBackup(w http.ResponseWriter, r *http.Request, _ httproute
 		return
 	}
 	out := newProgressLines(w)
-	opts := eventlog.BackupOptions{WithMasterKey: in.WithMasterKey, Registry: a.Log.Registry()}
+	opts := eventlog.BackupOptions{WithMasterKey: in.WithMasterKey, Registry: a.Log.Registry(), Check: projections.SnapshotOnLog}
 	if in.Progress {
 		opts.Progress = out.report
 	}

@@ -576,6 +576,17 @@ func snapshotOnLog(log *eventlog.Log, meta snapMeta) error {
 	return nil
 }
 
+// SnapshotOnLog is snapshotOnLog for the store's stored snapshot of this
+// version, if any: what serve checks before it loads one, from the
+// metadata alone.
+func SnapshotOnLog(log *eventlog.Log) error {
+	meta, ok := readSnapMeta(log.Store())
+	if !ok {
+		return nil
+	}
+	return snapshotOnLog(log, meta)
+}
+
 // readSnapMeta returns the stored snapshot's metadata, if it has some of
 // this version.
 func readSnapMeta(store *eventlog.Store) (meta snapMeta, ok bool) {
