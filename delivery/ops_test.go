@@ -191,17 +191,7 @@ func TestPauseAndResume(t *testing.T) {
 		}
 		return v
 	}
-	emails := func() []string {
-		var out []string
-		for _, r := range rv.all() {
-			var env struct {
-				Data projections.ContactCreatedData `json:"data"`
-			}
-			json.Unmarshal(r.body, &env)
-			out = append(out, env.Data.Contact.Email)
-		}
-		return out
-	}
+	emails := func() []string { return contactEmails(rv) }
 
 	v := patch(projections.WebhookPatch{Status: ptr("disabled")})
 	if v.Status != "disabled" || v.DisabledReason != projections.DisabledManual || v.DisabledAt == "" {
@@ -289,14 +279,7 @@ func TestSkipBacklogSkipsOnlyWhatCameWhileDisabled(t *testing.T) {
 	w.start(cfg)
 	waitFor(t, "four deliveries", func() bool { return rv.count() >= 4 })
 	w.throughLoop(wh.ID)
-	var got []string
-	for _, r := range rv.all() {
-		var env struct {
-			Data projections.ContactCreatedData `json:"data"`
-		}
-		json.Unmarshal(r.body, &env)
-		got = append(got, env.Data.Contact.Email)
-	}
+	got := contactEmails(rv)
 	want := "[after@example.com before-1@example.com before-2@example.com while-off-not-skipped@example.com]"
 	if fmt.Sprint(sorted(got)) != want {
 		t.Errorf("delivered %v, want %s", sorted(got), want)
@@ -589,6 +572,20 @@ func TestARecoverIsCarriedOutOnceEvenIfItQueuedNothing(t *testing.T) {
 }
 
 func sorted(s []string) []string { slices.Sort(s); return s }
+
+// contactEmails returns the contacts' e-mails of the contact.created
+// events rv received, in the order received.
+func contactEmails(rv *receiver) []string {
+	var out []string
+	for _, r := range rv.all() {
+		var env struct {
+			Data projections.ContactCreatedData `json:"data"`
+		}
+		json.Unmarshal(r.body, &env)
+		out = append(out, env.Data.Contact.Email)
+	}
+	return out
+}
 
 // allStatus reports whether wh has n deliveries, all of status.
 func allStatus(t *testing.T, w *world, wh string, n int, status string) bool {
