@@ -251,7 +251,11 @@ func (a *Admin) handleVerify(w http.ResponseWriter, r *http.Request, _ httproute
 		if progress != nil {
 			report = func(done, _ uint64) { out.records(n+done, n+snapshotTotal) }
 		}
-		snap, err = projections.CheckSnapshot(a.Log, report)
+		if a.State != nil {
+			snap, err = a.State.CheckSnapshot(report) // beside the snapshots it saves
+		} else {
+			snap, err = projections.CheckSnapshot(a.Log, report)
+		}
 	}
 	var ve *eventlog.VerifyError
 	var sm *projections.SnapshotMismatchError
