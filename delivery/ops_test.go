@@ -376,10 +376,12 @@ func TestSkipBacklogHoldsAgainstARunningLoop(t *testing.T) {
 	}
 }
 
-// A loop stopped while an attempt is in flight records its outcome when
-// it ends, and ends: with no outcome write in flight to take it along, the
-// outcome waited for ever, and the dispatcher's shutdown with it.
-func TestAStopWithAnAttemptInFlightEnds(t *testing.T) {
+// A stop with an attempt in flight waits for the attempt, records its
+// outcome, and ends. (The hang drain had, an outcome held with no write in
+// flight to take it, needs a sender's errWebhookGone to end the busy
+// attempts last; TestSkipBacklogHoldsAgainstARunningLoop meets it, this
+// test does not.)
+func TestAStopWaitsForTheAttemptInFlightAndRecordsIt(t *testing.T) {
 	w := openWorld(t, "")
 	release := make(chan struct{})
 	var held atomic.Int64
