@@ -290,6 +290,14 @@ func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], str)
 }
 
+// openPebble opens the Pebble store of the data dir dir, which must hold
+// one, as the script commands that edit it behind demosvc's back do.
+func openPebble(ts *testscript.TestScript, dir string) *pebble.DB {
+	db, err := pebble.Open(filepath.Join(ts.MkAbs(dir), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
+	ts.Check(err)
+	return db
+}
+
 // tamper DATADIR SEQ flips one byte in the middle of the stored record SEQ,
 // as someone editing the store behind demosvc's back would.
 func cmdTamper(ts *testscript.TestScript, neg bool, args []string) {
@@ -298,8 +306,7 @@ func cmdTamper(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	seq, err := strconv.ParseUint(args[1], 10, 64)
 	ts.Check(err)
-	db, err := pebble.Open(filepath.Join(ts.MkAbs(args[0]), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
-	ts.Check(err)
+	db := openPebble(ts, args[0])
 	defer db.Close()
 	key := make([]byte, 9)
 	key[0] = 'l'
@@ -321,8 +328,7 @@ func cmdDropLog(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	from, err := strconv.ParseUint(args[1], 10, 64)
 	ts.Check(err)
-	db, err := pebble.Open(filepath.Join(ts.MkAbs(args[0]), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
-	ts.Check(err)
+	db := openPebble(ts, args[0])
 	defer db.Close()
 	start := binary.BigEndian.AppendUint64([]byte{'l'}, from)
 	ts.Check(db.DeleteRange(start, []byte{'l' + 1}, pebble.Sync))
@@ -334,12 +340,7 @@ func cmdCopySnapshot(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: copysnap fromdatadir todatadir")
 	}
-	open := func(dir string) *pebble.DB {
-		db, err := pebble.Open(filepath.Join(ts.MkAbs(dir), eventlog.PebbleDir), &pebble.Options{ErrorIfNotExists: true})
-		ts.Check(err)
-		return db
-	}
-	from, to := open(args[0]), open(args[1])
+	from, to := openPebble(ts, args[0]), openPebble(ts, args[1])
 	defer from.Close()
 	defer to.Close()
 	lo, hi := []byte{eventlog.KeyspaceSnapshot}, []byte{eventlog.KeyspaceSnapshot + 1}
