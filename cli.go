@@ -58,7 +58,7 @@ var commandHelp = map[string][2]string{
 	"keys revoke":          {"KEY_ID", "Revoke an API key: it gets 401 from then on."},
 	"users create":         {"", "Create a dashboard user and print a one-time setup link."},
 	"users list":           {"", "List dashboard users."},
-	"users reset-password": {"USER_ID", "Print a new one-time setup link; the user's sessions end."},
+	"users reset-password": {"USER_ID", "Print a new one-time setup link; the password and sessions stay until it is used (users disable ends them now)."},
 	"users disable":        {"USER_ID", "Disable a user: their sessions end, they can never sign in again."},
 	"backup":               {"DIR", "Write a consistent copy of the data dir to DIR, also while serve runs."},
 	"cluster status":       {"", "Print the running node's view of the cluster: roles, leases, applied seq, lag."},

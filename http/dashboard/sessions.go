@@ -49,7 +49,10 @@ func (s *Sessions) Lookup(token string) (projections.SessionInfo, bool) {
 	h := projections.TokenHash(token)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !ok {
+	// The expiry the log holds is the maximum age at sign-in; the one in
+	// force now applies too, so that lowering dashboard.session_max
+	// shortens the sessions already open (a restart never lengthens one).
+	if !ok || now.Sub(info.SignedInAt) >= s.max {
 		delete(s.lastSeen, h)
 		return projections.SessionInfo{}, false
 	}

@@ -120,6 +120,17 @@ func TestSessionStore(t *testing.T) {
 		}
 	})
 
+	t.Run("a lower maximum age ends the sessions already open", func(t *testing.T) {
+		tok := signIn(t, p, acc, "e@example.com", clock.now(), max)
+		clock.add(2 * time.Hour)
+		if _, ok := NewSessions(p, clock.now, idle, max).Lookup(tok); !ok {
+			t.Fatal("session ended early")
+		}
+		if _, ok := NewSessions(p, clock.now, idle, time.Hour).Lookup(tok); ok {
+			t.Error("a session signed in 2 h ago outlived a maximum age lowered to 1 h")
+		}
+	})
+
 	t.Run("sign out and unknown tokens", func(t *testing.T) {
 		s := NewSessions(p, clock.now, idle, max)
 		tok := signIn(t, p, acc, "d@example.com", clock.now(), max)
