@@ -174,6 +174,6 @@ func jsonTypeName(goType string) string {
 	case strings.HasPrefix(goType, "[]"):
 		return "an array"
 	default:
-		return fmt.Sprintf("an object (%s)", goType)
+		return "an object" // a struct or a map: never the Go type's name
 	}
 }
