@@ -200,20 +200,22 @@ func (s *Server) redeliver(mode string) http.HandlerFunc {
 			return
 		}
 		pr, wh := principal(w), param(w, "id")
+		idem, ok := s.idempotency(w, r, body, http.StatusOK)
+		if !ok {
+			return
+		}
 		// The account's webhook, whatever its status: a disabled one is
 		// refused by the command, after a retry under an Idempotency-Key
 		// has been given its recorded answer (a redelivery can itself end
-		// in a 410 that disables the webhook).
+		// in a 410 that disables the webhook). A deleted one is refused
+		// the same way: a retry still gets its recorded answer.
 		if _, err := s.deps.State.Webhook(pr.Account.ID, wh); err != nil {
-			s.writeError(w, r, err)
+			v, err := s.deps.State.Refuse(r.Context(), pr, idem, err)
+			s.respond(w, r, http.StatusOK, v, err)
 			return
 		}
 		if s.deps.Deliveries == nil {
 			s.writeError(w, r, apiError(EUnavailable, "", "deliveries are not running"))
-			return
-		}
-		idem, ok := s.idempotency(w, r, body, http.StatusOK)
-		if !ok {
 			return
 		}
 		v, err := Redeliver(r.Context(), s.deps.State, s.deps.Deliveries, pr, wh, mode, win, idem)

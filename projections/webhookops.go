@@ -172,6 +172,19 @@ type RedeliveryAnswer struct {
 	Next   string `json:"next,omitempty"`
 }
 
+// Refuse answers a request refused before its command could be made
+// (its webhook is gone, say) as the writer answers a refused command: a
+// retry under an Idempotency-Key gets the answer recorded for the key,
+// and otherwise err is the answer, recorded under the key as any
+// refusal is.
+func (p *Projections) Refuse(ctx context.Context, pr Principal, idem *Idempotency, err error) (any, error) {
+	if idem == nil {
+		return nil, err
+	}
+	return p.Do(ctx, Command{Account: pr.Account.ID, Actor: pr.KeyID, Idem: idem,
+		Decide: func(*State) ([]any, []eventlog.Put, error) { return nil, nil, err }})
+}
+
 // RequestRedelivery records a recover (deliveryIDs) or replay (seqs)
 // request for one enabled webhook, which the delivery side carries out,
 // and answers answer. The caller has chosen what to queue, at most
