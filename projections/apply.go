@@ -187,10 +187,18 @@ func (s *State) applyAgentUpdated(rec *eventlog.Record, p *AgentUpdated) error {
 	}
 	// Every change shows a later updated_at, as the seed says it changes:
 	// timestamps are whole seconds, so a change within the second of the
-	// one before takes the next second.
-	a.updatedAt = max(unix(rec.Time), a.updatedAt+1)
+	// one before takes the next second, up to maxUpdatedAtLead ahead of
+	// the change's time: a steady burst of changes must not carry it
+	// minutes into the future.
+	t := unix(rec.Time)
+	a.updatedAt = max(t, min(a.updatedAt+1, t+maxUpdatedAtLead))
 	return nil
 }
+
+// maxUpdatedAtLead is how many seconds an agent's updated_at may run ahead
+// of the time of the change it shows, so that each of a burst of changes
+// within a second or two shows a later one.
+const maxUpdatedAtLead = 5
 
 func (s *State) applyContactCreated(rec *eventlog.Record, p *ContactCreated) error {
 	t, err := s.tenantOf(rec)

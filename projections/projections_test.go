@@ -389,6 +389,29 @@ func TestRacingTransitionsEndEachSessionOnce(t *testing.T) {
 	}
 }
 
+// TestABurstOfChangesKeepsUpdatedAtNearTheClock: under a clock that
+// stands still, each change of a burst shows a later updated_at, up to
+// maxUpdatedAtLead seconds ahead; later ones show that, not minutes ahead.
+func TestABurstOfChangesKeepsUpdatedAtNearTheClock(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	e := openEnvClock(t, "", DefaultOptions, func() time.Time { return now })
+	pr := e.account("acme")
+	ag := e.agent(pr, "ava")
+	last := ag.UpdatedAt
+	for i := 1; i <= 50; i++ {
+		persona := fmt.Sprint("persona ", i)
+		got, err := e.p.UpdateAgent(context.Background(), pr, ag.ID, AgentPatch{Persona: &persona})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := now.Add(time.Duration(min(i, maxUpdatedAtLead)) * time.Second).Format(time.RFC3339)
+		if got.UpdatedAt != want {
+			t.Fatalf("change %d of a burst in one second: updated_at %s, want %s (the one before: %s)", i, got.UpdatedAt, want, last)
+		}
+		last = got.UpdatedAt
+	}
+}
+
 func TestUpdateAgentBumpsUpdatedAtOnlyWhenAFieldIsSent(t *testing.T) {
 	e := openEnv(t, "", DefaultOptions)
 	pr := e.account("acme")

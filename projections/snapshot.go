@@ -26,8 +26,10 @@ import (
 // most 100 sessions): a snapshot of version 9 holds what the old rules
 // gave, which a replay under the new ones need not give again. Version 11
 // keeps each webhook's windows skipped by skip_backlog (and the seq that
-// disabled it), where 10 kept the seq of the last such enabling.
-const snapshotVersion = 11
+// disabled it), where 10 kept the seq of the last such enabling. Version
+// 12 is 11's layout under a new rule of replay: an agent's updated_at runs
+// at most maxUpdatedAtLead seconds ahead of its change's time.
+const snapshotVersion = 12
 
 // snapshotChunk bounds one stored value of a snapshot.
 const snapshotChunk = 1 << 20
