@@ -403,9 +403,13 @@ type streamOut struct {
 	cf     *commonFlags
 	buf    []byte
 	failed bool
+	err    error // writing to standard output failed
 }
 
 func (s *streamOut) Write(p []byte) (int, error) {
+	if err := s.err; err != nil {
+		return 0, err // standard output failed: stop the copy
+	}
 	s.buf = append(s.buf, p...)
 	for {
 		i := bytes.IndexByte(s.buf, '\n')
@@ -425,7 +429,9 @@ func (s *streamOut) line(l []byte) {
 		s.failed = true
 		return
 	}
-	_, _ = s.c.stdout.Write(l)
+	if _, err := s.c.stdout.Write(l); err != nil && s.err == nil {
+		s.err = fmt.Errorf("writing the output: %w", err)
+	}
 }
 
 // flush writes out a last line that had no newline.

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"demosvc/eventlog"
 )
@@ -201,4 +203,64 @@ func TestADataDirHeldByAnotherCommandIsNotBlamedOnAServe(t *testing.T) {
 		strings.Contains(stderr.String(), "admin socket") {
 		t.Errorf("exit %d, stderr %q; want exit 1 naming another command, no admin socket", code, stderr.String())
 	}
+}
+
+// fullOutput takes room bytes, then fails every write as a full disk does.
+type fullOutput struct{ room int }
+
+func (f *fullOutput) Write(p []byte) (int, error) {
+	if len(p) > f.room {
+		n := f.room
+		f.room = 0
+		return n, syscall.ENOSPC
+	}
+	f.room -= len(p)
+	return len(p), nil
+}
+
+// TestAnOutputThatCannotBeWrittenIsAFailure: a command whose standard
+// output could not all be written (a full disk under `log export >
+// dump`, a key created into /dev/full) exits 1 saying so, run in this
+// process or through a running server's socket. Before, it exited 0 over
+// a cut export, or a key shown once and lost.
+func TestAnOutputThatCannotBeWrittenIsAFailure(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if _, code := runWithStderr(t, nil, "log", "import", "--data", data, fixture(t, 300)); code != 0 {
+		t.Fatalf("import: exit %d", code)
+	}
+	const acc = "acc_01jbz0000000000000000aaa" // the fixture's first account
+	commands := [][]string{{"log", "export"}, {"log"}, {"log", "verify"}, {"accounts", "list"}, {"keys", "create", "--account", acc}}
+	check := func(how string) {
+		t.Helper()
+		for _, args := range commands {
+			var stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"demosvc"}, append(args, "--data", data)...),
+				func(string) string { return "" }, strings.NewReader(""), &fullOutput{room: 40}, &stderr)
+			if code != exitFail || !strings.Contains(stderr.String(), "writing the output") || !strings.Contains(stderr.String(), "no space left") {
+				t.Errorf("%s, %v into a full output: exit %d, stderr %q; want exit 1 saying the output could not be written", how, args, code, stderr.String())
+			}
+		}
+	}
+	check("in this process")
+
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	var serveOut, serveErr bytes.Buffer
+	go func() {
+		served <- run(ctx, []string{"demosvc", "serve", "--data", data, "--listen", "127.0.0.1:0"},
+			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
+	}()
+	var stopOnce sync.Once
+	t.Cleanup(func() { stopOnce.Do(func() { stop(); <-served }) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := serverReady(data); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready after 30s: %s", serveErr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+	check("through the server")
 }

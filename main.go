@@ -63,7 +63,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			code = exitFail
 		}
 	}()
-	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	out := &outWriter{w: stdout}
+	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: out, stderr: stderr}
+	if len(args) > 1 && args[1] != "serve" {
+		// What a command prints is its result (an export, a key shown
+		// once): one that could not all be written is a failure, not an
+		// exit 0 over a cut file. serve's output is the first key, which
+		// it logs an error about; its exit says how it stopped.
+		defer func() {
+			if err := out.finish(); err != nil && code == exitOK {
+				fmt.Fprintf(stderr, "demosvc: writing the output: %v\n", err)
+				code = exitFail
+			}
+		}()
+	}
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -94,4 +107,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(stderr, "demosvc: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
 	}
+}
+
+// outWriter is a command's standard output: it keeps the first write
+// error, and after it writes nothing more, so that a stream being copied
+// out stops.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.w.Write(p)
+	o.err = err
+	return n, err
+}
+
+// finish returns the first write error, or, when the output is a regular
+// file, the error of syncing it: a file system may take a write and only
+// find at the sync that it has no room for it.
+func (o *outWriter) finish() error {
+	if o.err != nil {
+		return o.err
+	}
+	if f, ok := o.w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			if err := f.Sync(); err != nil {
+				o.err = err
+			}
+		}
+	}
+	return o.err
 }

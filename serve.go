@@ -384,7 +384,10 @@ func (c *cli) bootstrap(cfg *config.Config, state *projections.Projections, logg
 	}
 	logger.Info("created the default account", "account_id", acc.ID, "plan", acc.Plan, "key_id", key.ID)
 	fmt.Fprintf(c.stdout, "Created account %q (%s, plan %s) and its API key.\n", acc.Name, acc.ID, acc.Plan)
-	fmt.Fprintf(c.stdout, "API key (shown once; it will not be shown again, store it now):\n%s\n", key.Key)
+	if _, err := fmt.Fprintf(c.stdout, "API key (shown once; it will not be shown again, store it now):\n%s\n", key.Key); err != nil {
+		logger.Error("the default account's API key could not be printed: revoke it and create another with `demosvc keys create`",
+			"key_id", key.ID, "err", err)
+	}
 	return c.printFirstAdminLink(cfg, state, acc, baseURL, now)
 }
 
