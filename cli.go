@@ -78,7 +78,7 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 	cf := &commonFlags{name: name}
 	fs := flag.NewFlagSet("demosvc "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.StringVar(&cf.configFile, "config", "", "YAML configuration `file`")
+	fs.Func("config", "YAML configuration `file`", nonEmpty(&cf.configFile))
 	fs.Func("data", "data `dir` (default ./data)", nonEmpty(&cf.dataDir))
 	fs.Usage = func() {
 		h := commandHelp[name]
@@ -101,7 +101,7 @@ func (c *cli) flagSet(name string) (*flag.FlagSet, *commonFlags) {
 
 // nonEmpty sets *dst to a flag's value and refuses an empty one: `--data
 // ""` (an unset variable in a script) would otherwise mean the default,
-// and the command would act on ./data.
+// and the command would act on ./data (`--config ""`: on no config).
 func nonEmpty(dst *string) func(string) error {
 	return func(v string) error {
 		if v == "" {
@@ -153,6 +153,14 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want int) bool {
 		fmt.Fprintf(c.stderr, "%s: expected %d argument(s), got %q\n", fs.Name(), want, pos)
 		fs.Usage()
 		return false
+	}
+	// No argument may be empty: `backup "$DIR"` with DIR unset would
+	// otherwise write into the working directory.
+	for i, a := range pos {
+		if a == "" {
+			fmt.Fprintf(c.stderr, "%s: argument %d is empty\n", fs.Name(), i+1)
+			return false
+		}
 	}
 	c.args = pos
 	return true
