@@ -60,7 +60,7 @@ func (c *cli) backup(args []string) int {
 		return c.fail(cf, "%v", err)
 	}
 	c.stdout.Write(body.Bytes())
-	c.warnMasterKey(res, *withKey, cfg.Secrets.MasterKey != "")
+	c.warnMasterKey(res, *withKey)
 	return exitOK
 }
 
@@ -94,12 +94,10 @@ func backupDirUsable(dir string) error {
 
 // warnMasterKey says, either way, what the backup needs to open webhook
 // secrets and dashboard passwords, which are sealed under the master key.
-func (c *cli) warnMasterKey(res demohttp.BackupResult, asked, configured bool) {
+func (c *cli) warnMasterKey(res demohttp.BackupResult, asked bool) {
 	switch {
 	case res.MasterKeyIncluded:
 		fmt.Fprintf(c.stderr, "warning: the backup holds %s, a secret: anyone with the backup can open the webhook secrets and dashboard password hashes; keep it as safe as the data dir\n", eventlog.MasterKeyFile)
-	case asked && configured:
-		fmt.Fprintf(c.stderr, "warning: %s was not included: the master key is set with secrets.master_key; restore with the same setting, or webhook secrets will not open and dashboard users will not sign in\n", eventlog.MasterKeyFile)
 	case asked:
 		fmt.Fprintf(c.stderr, "warning: the data dir has no %s to include; webhook secrets and dashboard passwords open only under the master key the server uses (secrets.master_key)\n", eventlog.MasterKeyFile)
 	default:

@@ -44,10 +44,15 @@ const backupStaging = "backup-*.tmp"
 
 // BackupOptions configures Backup.
 type BackupOptions struct {
-	// WithMasterKey copies the data dir's master.key into the backup. A
-	// backup without it opens webhook secrets only under the same master
-	// key (the original's master.key or secrets.master_key).
+	// WithMasterKey copies the data dir's master.key into the backup, or
+	// MasterKey when set. A backup without it opens webhook secrets only
+	// under the same master key (the original's master.key or
+	// secrets.master_key).
 	WithMasterKey bool
+	// MasterKey is the master key in force when it is not the data dir's
+	// master.key (secrets.master_key overrides the file): WithMasterKey
+	// writes it as the backup's master.key, the key its secrets open with.
+	MasterKey []byte
 	// Progress, if set, is told how many bytes of how many were copied,
 	// when the backup is on another file system and must be copied.
 	Progress func(done, total int64)
@@ -120,7 +125,10 @@ func (s *Store) Backup(ctx context.Context, dest string, opts BackupOptions) (re
 		}
 	}
 	if opts.WithMasterKey {
-		key, err := os.ReadFile(filepath.Join(s.dir, MasterKeyFile))
+		key, err := opts.MasterKey, error(nil)
+		if key == nil {
+			key, err = os.ReadFile(filepath.Join(s.dir, MasterKeyFile))
+		}
 		switch {
 		case err == nil:
 			if err := writeFileSync(filepath.Join(dest, MasterKeyFile), key, 0o600); err != nil {

@@ -45,6 +45,16 @@ func (a *Admin) handleBackup(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	out := newProgressLines(w)
 	opts := eventlog.BackupOptions{WithMasterKey: in.WithMasterKey, Registry: a.Log.Registry(), Check: projections.SnapshotOnLog}
+	if in.WithMasterKey && a.Config != nil && a.Config.Secrets.MasterKey != "" {
+		// The key in force overrides the data dir's file, which may hold
+		// another: the backup gets the one its secrets open with.
+		key, _, err := eventlog.ReadMasterKey("", a.Config.Secrets.MasterKey, nil)
+		if err != nil {
+			writeAdminError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		opts.MasterKey = key
+	}
 	if in.Progress {
 		opts.Progress = out.report
 	}
