@@ -687,3 +687,60 @@ func TestRecordTimesNeverGoBackWhenTheClockDoes(t *testing.T) {
 		t.Errorf("after the clock stepped back 2 h, a record's time is %v; want the clock's, %v", got, want)
 	}
 }
+
+// TestAnOpenWhoseFlushFailsEndsWithTheError: opening a data dir replays
+// its WAL and flushes it to a table; on a full disk that flush fails, and
+// Pebble retries it at once and for ever while Open waits (serve and every
+// command hung, at 100% CPU, ignoring signals). The open now ends with the
+// flush's error; once there is room again, the open left behind releases
+// the data dir and it opens with every record.
+func TestAnOpenWhoseFlushFailsEndsWithTheError(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(20)
+	h.close() // the records are in the WAL only: Close does not flush
+
+	var full atomic.Bool
+	full.Store(true)
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
+			return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	opened := make(chan error, 1)
+	go func() {
+		s, err := OpenStore(dir, StoreOptions{FS: fs})
+		if s != nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err == nil || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), dir) {
+			t.Fatalf("OpenStore on a full disk = %v, want an error naming the data dir and ENOSPC", err)
+		}
+	case <-time.After(30 * time.Second):
+		full.Store(false) // let the open end, so that the test's dir can go
+		t.Fatal("OpenStore on a full disk did not return (Pebble retries the flush for ever)")
+	}
+
+	full.Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h2, err := func() (*Store, error) { return OpenStore(dir, StoreOptions{}) }()
+		if err == nil {
+			h2.Close()
+			break
+		}
+		if !errors.Is(err, ErrLocked) || time.Now().After(deadline) {
+			t.Fatalf("reopening once there is room: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+	h = openHarness(t, dir)
+	if n, err := h.log.Verify(); err != nil || n != 20 {
+		t.Errorf("after the disk had room again: Verify = %d, %v; want the 20 records", n, err)
+	}
+}

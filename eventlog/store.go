@@ -154,13 +154,14 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	if err != nil {
 		return nil, lockError(dataDir, err)
 	}
+	abandoned := false // the lock is the abandoned open's to release
 	defer func() {
 		// Pebble reports some damage by panicking; a damaged data dir is an
 		// error for the caller to explain, not a crash.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("opening data dir %s: %v", dataDir, r)
 		}
-		if err != nil {
+		if err != nil && !abandoned {
 			lock.Close()
 		}
 	}()
@@ -169,23 +170,60 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 		logger = slog.Default()
 	}
 	s = &Store{lock: lock, dir: dataDir, fsys: fsys, logger: logger, plog: newPebbleLogger(logger, time.Now)}
-	db, err := pebble.Open(dir, &pebble.Options{
-		FS:                    fsys,
-		Lock:                  lock,
-		ErrorIfNotExists:      !opts.Create,
-		CacheSize:             blockCacheSize,
-		MemTableSize:          memTableSize,
-		L0CompactionThreshold: l0CompactionThreshold,
-		L0StopWritesThreshold: 4 * l0CompactionThreshold,
-		// A Replacement's excise needs virtual tables, and this format lets an
-		// excise that meets keys still in the memtable wait for their
-		// flush without holding up commits. An older store is upgraded
-		// when it opens (one way: demosvc builds older than this one use
-		// the same Pebble, which reads it).
-		FormatMajorVersion: pebble.FormatFlushableIngestExcises,
-		Logger:             s.plog,
-		EventListener:      &pebble.EventListener{DataCorruption: s.noteDamage},
-	})
+	// Opening replays the WAL into a memtable and flushes it. Pebble
+	// retries a failed flush at once and for ever (a full disk: a new
+	// empty table file each time, the CPU busy), and Open waits for it:
+	// the first flush that fails while opening ends the open with its
+	// error instead, and the open left behind releases what it holds if it
+	// ever ends.
+	flushFailed := make(chan error, 1)
+	listener := &pebble.EventListener{
+		DataCorruption: s.noteDamage,
+		FlushEnd: func(info pebble.FlushInfo) {
+			// Pebble reports a flush with nothing to write as one that
+			// failed with its (unexported) errEmptyTable.
+			if info.Err != nil && info.Err.Error() != "pebble: empty table" {
+				select {
+				case flushFailed <- info.Err:
+				default:
+				}
+			}
+		},
+	}
+	opened := make(chan openResult, 1)
+	go func() {
+		opened <- openPebble(dir, &pebble.Options{
+			FS:                    fsys,
+			Lock:                  lock,
+			ErrorIfNotExists:      !opts.Create,
+			CacheSize:             blockCacheSize,
+			MemTableSize:          memTableSize,
+			L0CompactionThreshold: l0CompactionThreshold,
+			L0StopWritesThreshold: 4 * l0CompactionThreshold,
+			// A Replacement's excise needs virtual tables, and this format lets an
+			// excise that meets keys still in the memtable wait for their
+			// flush without holding up commits. An older store is upgraded
+			// when it opens (one way: demosvc builds older than this one use
+			// the same Pebble, which reads it).
+			FormatMajorVersion: pebble.FormatFlushableIngestExcises,
+			Logger:             s.plog,
+			EventListener:      listener,
+		})
+	}()
+	var db *pebble.DB
+	select {
+	case r := <-opened:
+		db, err = r.db, r.err
+	case ferr := <-flushFailed:
+		abandoned = true
+		go func() {
+			if r := <-opened; r.db != nil {
+				r.db.Close()
+			}
+			lock.Close()
+		}()
+		return nil, fmt.Errorf("opening data dir %s: writing its recovered log to a table failed: %w", dataDir, ferr)
+	}
 	if err != nil {
 		if errors.Is(err, pebble.ErrCorruption) {
 			return nil, fmt.Errorf("%w (%v): restore %s from a backup", ErrDamaged, err, dataDir)
@@ -200,6 +238,24 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	}
 	s.db = db
 	return s, nil
+}
+
+type openResult struct {
+	db  *pebble.DB
+	err error
+}
+
+// openPebble is pebble.Open, with a panic (Pebble reports some damage by
+// panicking) an error: a damaged data dir is an error for the caller to
+// explain, not a crash.
+func openPebble(dir string, opts *pebble.Options) (r openResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = openResult{err: fmt.Errorf("%v", p)}
+		}
+	}()
+	db, err := pebble.Open(dir, opts)
+	return openResult{db, err}
 }
 
 // blockCacheSize is Pebble's block cache. Pebble charges its memtables
