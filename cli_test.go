@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"demosvc/eventlog"
 )
@@ -243,24 +242,6 @@ func TestAnOutputThatCannotBeWrittenIsAFailure(t *testing.T) {
 	}
 	check("in this process")
 
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan int, 1)
-	var serveOut, serveErr bytes.Buffer
-	go func() {
-		served <- run(ctx, []string{"demosvc", "serve", "--data", data, "--listen", "127.0.0.1:0"},
-			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
-	}()
-	var stopOnce sync.Once
-	t.Cleanup(func() { stopOnce.Do(func() { stop(); <-served }) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, ok := serverReady(data); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready after 30s: %s", serveErr.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	serveInProcess(t, data, nil)
 	check("through the server")
 }

@@ -65,33 +65,14 @@ func startServe(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	env["DEMOSVC_DATA_DIR"] = dir
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"demosvc", "serve", "--listen", "127.0.0.1:0"}, func(k string) string { return env[k] }, nil, out, io.Discard)
-	}()
+	stop, out, _ := serveInProcess(t, dir, env)
 	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
+		if code := stop(); code != 0 {
 			t.Errorf("serve exited %d", code)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if url, ok := serverReady(dir); ok {
-			return url, out
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d before it was ready", code)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve not ready after 30s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	url, _ := serverReady(dir)
+	return url, out
 }
 
 // browser starts headless chromium with a fresh profile, kept off the

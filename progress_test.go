@@ -119,29 +119,7 @@ func TestProgressBarOnATerminalAndNotOnAPipe(t *testing.T) {
 	}
 	// Through a running server, the bar is drawn from the progress lines
 	// the admin socket streams.
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan int, 1)
-	var serveOut, serveErr bytes.Buffer
-	go func() {
-		served <- run(ctx, []string{"demosvc", "serve", "--data", ttyData, "--listen", "127.0.0.1:0"},
-			func(string) string { return "" }, strings.NewReader(""), &serveOut, &serveErr)
-	}()
-	// stopServe stops the server once, and its exit code; a Fatal below
-	// does not leave it serving for the rest of the package's tests.
-	var stopOnce sync.Once
-	var serveCode int
-	stopServe := func() int { stopOnce.Do(func() { stop(); serveCode = <-served }); return serveCode }
-	t.Cleanup(func() { stopServe() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, ok := serverReady(ttyData); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready after 30s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	stopServe, _, serveErr := serveInProcess(t, ttyData, nil)
 	for _, s := range steps[1:] {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
@@ -283,5 +261,41 @@ func TestVerifyProgressCoversTheSnapshotCheck(t *testing.T) {
 	}
 	if last.Progress.Done != 600 {
 		t.Errorf("last progress line done %d of 600: the bar ends short", last.Progress.Done)
+	}
+}
+
+// serveInProcess runs `demosvc serve` on data in this process, with the
+// environment env (nil: none), and returns once it is ready: stop stops it
+// (once; the test's end does too, so that a Fatal does not leave it
+// serving for the package's other tests) and returns its exit code; out
+// and errOut are what it wrote.
+func serveInProcess(t *testing.T, data string, env map[string]string) (stop func() int, out, errOut *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	go func() {
+		served <- run(ctx, []string{"demosvc", "serve", "--data", data, "--listen", "127.0.0.1:0"},
+			func(k string) string { return env[k] }, strings.NewReader(""), out, errOut)
+	}()
+	var once sync.Once
+	var code int
+	stop = func() int { once.Do(func() { cancel(); code = <-served }); return code }
+	t.Cleanup(func() { stop() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := serverReady(data); ok {
+			return stop, out, errOut
+		}
+		select {
+		case code := <-served:
+			served <- code // for stop
+			t.Fatalf("serve exited %d before it was ready: %s", code, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready after 30s: %s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
