@@ -172,6 +172,13 @@ func walk(d *jsontext.Decoder, t reflect.Type, path string) error {
 	if t != nil && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)) {
 		t = nil // it reads its own JSON
 	}
+	if t == nil {
+		// Nothing in it is matched against a struct: read past it, at
+		// a cost linear in its size, however deep it nests (walking it
+		// kept a path per level: a body nested 10,000 deep took a
+		// gigabyte).
+		return d.SkipValue()
+	}
 	tok, err := d.ReadToken()
 	if err != nil {
 		return err
@@ -179,7 +186,7 @@ func walk(d *jsontext.Decoder, t reflect.Type, path string) error {
 	switch tok.Kind() {
 	case '{':
 		var names map[string]reflect.Type
-		if t != nil && t.Kind() == reflect.Struct {
+		if t.Kind() == reflect.Struct {
 			names = fieldsOf(t)
 		}
 		for d.PeekKind() != '}' {
@@ -195,7 +202,7 @@ func walk(d *jsontext.Decoder, t reflect.Type, path string) error {
 				if ft, ok = names[name]; !ok {
 					return &FieldError{Field: path + name, Problem: ProblemUnknown}
 				}
-			case t != nil && t.Kind() == reflect.Map:
+			case t.Kind() == reflect.Map:
 				ft = t.Elem()
 			}
 			if err := walk(d, ft, path+name+"."); err != nil {
@@ -206,7 +213,7 @@ func walk(d *jsontext.Decoder, t reflect.Type, path string) error {
 		return err
 	case '[':
 		var et reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 			et = t.Elem()
 		}
 		for i := 0; d.PeekKind() != ']'; i++ {

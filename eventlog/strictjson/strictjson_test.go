@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"runtime"
 	"testing"
 )
 
@@ -97,5 +98,30 @@ func TestDecodeObjectIsExactAndRefusesWhatItWouldGuess(t *testing.T) {
 		case fe.Field != tc.field:
 			t.Errorf("%s: field %q, want %q", tc.in, fe.Field, tc.field)
 		}
+	}
+}
+
+// TestADeeplyNestedValueCostsLinearMemory: a value nested thousands deep
+// where a string is expected (what a client can send in one body) is
+// refused at a cost linear in its size. Walking it kept a path per level,
+// quadratic: a 240 KB body took about a gigabyte.
+func TestADeeplyNestedValueCostsLinearMemory(t *testing.T) {
+	type target struct {
+		Name string `json:"name"`
+	}
+	const depth = 9990
+	body := `{"name":` + strings.Repeat(`{"aaaaaaaaaaaaaaaaaaaa":`, depth) + `1` + strings.Repeat(`}`, depth) + `}`
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var v target
+	err := DecodeChecked([]byte(body), &v)
+	runtime.ReadMemStats(&after)
+	var fe *FieldError
+	if !errors.As(err, &fe) && err == nil {
+		t.Fatalf("a nested object for a string: %v, want an error", err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64*uint64(len(body)) {
+		t.Errorf("checking a %d-byte body nested %d deep allocated %d bytes (%.0fx its size)",
+			len(body), depth, allocated, float64(allocated)/float64(len(body)))
 	}
 }
