@@ -3,8 +3,8 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 )
 
