@@ -150,7 +150,8 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	// Pebble could then create no table. At the bound, new connections
 	// wait in the kernel's backlog to be accepted.
 	maxConns := maxConnections(cfg.HTTP.MaxConnections)
-	apiLn = netutil.LimitListener(apiLn, maxConns)
+	trusted, _ := cfg.TrustedProxyPrefixes() // validated by config
+	apiLn = netutil.LimitListener(demohttp.LimitPerClient(apiLn, cfg.HTTP.MaxPerClient, trusted, logger), maxConns)
 	infoPath := filepath.Join(cfg.DataDir, serveInfoFile)
 	if err := writeServeInfo(infoPath, apiLn.Addr().String()); err != nil {
 		apiLn.Close()

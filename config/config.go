@@ -39,6 +39,7 @@ type Config struct {
 		WriteTimeout      time.Duration // http.write_timeout
 		IdleTimeout       time.Duration // http.idle_timeout
 		MaxConnections    int           // http.max_connections; 0: half the open-file limit
+		MaxPerClient      int           // http.max_connections_per_client; 0: no limit
 		ShutdownTimeout   time.Duration // http.shutdown_timeout
 		TrustedProxies    string        // http.trusted_proxies: comma-separated CIDRs or addresses
 		ClientIPHeader    string        // http.client_ip_header: X-Forwarded-For or Forwarded

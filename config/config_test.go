@@ -35,6 +35,7 @@ var samples = map[string]string{
 	"http.write_timeout":              "3s",
 	"http.idle_timeout":               "4s",
 	"http.max_connections":            "500",
+	"http.max_connections_per_client": "100",
 	"http.shutdown_timeout":           "1m30s",
 	"plans.starter":                   "10",
 	"plans.pro":                       "20",
@@ -134,9 +135,9 @@ func TestDefaultsMatchLoadAndKeys(t *testing.T) {
 	}
 	want := map[string]string{
 		"listen": "127.0.0.1:8080", "data_dir": "./data", "log.level": "info", "log.format": "text",
-		"http.max_body_bytes": "1048576", "http.max_header_bytes": "65536",
+		"http.max_body_bytes": "1048576", "http.max_header_bytes": "16384",
 		"http.read_header_timeout": "5s", "http.read_timeout": "15s", "http.write_timeout": "30s",
-		"http.idle_timeout": "2m", "http.shutdown_timeout": "15s", "http.max_connections": "0",
+		"http.idle_timeout": "2m", "http.shutdown_timeout": "15s", "http.max_connections": "0", "http.max_connections_per_client": "512",
 		"plans.starter": "60", "plans.pro": "300", "auth.failures_per_minute": "60",
 		"leads.hot_threshold": "80", "delivery.timeout": "5s", "delivery.max_retries": "3",
 		"delivery.backoff": "30s", "delivery.backoff_factor": "4", "delivery.concurrency": "16",
@@ -499,6 +500,7 @@ func TestValidation(t *testing.T) {
 		{"http.write_timeout", "1s", ok, ""}, {"http.write_timeout", "0", bad, ""},
 		{"http.idle_timeout", "1h", ok, ""}, {"http.idle_timeout", "0s", bad, ""},
 		{"http.max_connections", "0", ok, ""}, {"http.max_connections", "1", ok, ""}, {"http.max_connections", "-1", bad, ""},
+		{"http.max_connections_per_client", "0", ok, ""}, {"http.max_connections_per_client", "-1", bad, ""},
 		{"http.shutdown_timeout", "90s", ok, "1m30s"}, {"http.shutdown_timeout", "0s", bad, ""},
 		{"http.client_ip_header", "X-Forwarded-For", ok, ""}, {"http.client_ip_header", "Forwarded", ok, ""},
 		{"http.client_ip_header", "X-Real-IP", bad, ""}, {"http.client_ip_header", "", bad, ""},

@@ -48,6 +48,8 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.HTTP.IdleTimeout }, func(c *Config) error { return positive(c.HTTP.IdleTimeout) }},
 	{"http.max_connections", "client connections served at once; more wait to be accepted (0: half the process's open-file limit)",
 		func(c *Config) any { return &c.HTTP.MaxConnections }, func(c *Config) error { return between(c.HTTP.MaxConnections, 0, math.MaxInt) }},
+	{"http.max_connections_per_client", "connections one client address (an IPv6 client's /64) may hold open at once; more are closed as accepted (0: no limit; http.trusted_proxies are not limited)",
+		func(c *Config) any { return &c.HTTP.MaxPerClient }, func(c *Config) error { return between(c.HTTP.MaxPerClient, 0, math.MaxInt) }},
 	{"http.shutdown_timeout", "time allowed for in-flight requests on shutdown",
 		func(c *Config) any { return &c.HTTP.ShutdownTimeout }, func(c *Config) error { return positive(c.HTTP.ShutdownTimeout) }},
 	{"http.trusted_proxies", "comma-separated CIDRs or addresses of reverse proxies whose http.client_ip_header names the client (empty = trust none)",
@@ -150,7 +152,8 @@ func Default() *Config {
 	c := &Config{Listen: "127.0.0.1:8080", DataDir: "./data"}
 	c.Log.Level, c.Log.Format = "info", "text"
 	c.HTTP.MaxBodyBytes = 1 << 20
-	c.HTTP.MaxHeaderBytes = 64 << 10
+	c.HTTP.MaxHeaderBytes = 16 << 10
+	c.HTTP.MaxPerClient = 512
 	c.HTTP.ReadHeaderTimeout = 5 * time.Second
 	c.HTTP.ReadTimeout = 15 * time.Second
 	c.HTTP.WriteTimeout = 30 * time.Second

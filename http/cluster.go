@@ -135,7 +135,11 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		ResponseHeaderTimeout: o.ForwardTimeout,
 		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
+		// The writer counts this node as one client address
+		// (http.max_connections_per_client, 512 by default): forwarded
+		// writes past this many at once wait for a connection.
+		MaxConnsPerHost: 256,
+		IdleConnTimeout: 90 * time.Second,
 	}
 	proxy := &httputil.ReverseProxy{
 		Transport: transport,
