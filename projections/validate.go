@@ -61,6 +61,17 @@ func checkEmail(param, v string) error {
 		return ParamErrorf(EInvalid, param, "must be an e-mail address of at most %d bytes", MaxEmailBytes)
 	}
 	if !plainEmail(v) {
+		// net/mail takes any non-ASCII character: the ones a display
+		// string may not hold, and format characters (a soft hyphen,
+		// a zero-width space), which no address needs, are refused here.
+		if err := checkChars(param, v, false); err != nil {
+			return err
+		}
+		for i, r := range v {
+			if unicode.Is(unicode.Cf, r) {
+				return ParamErrorf(EInvalid, param, "must not contain invisible format characters (U+%04X at byte %d)", r, i)
+			}
+		}
 		a, err := mail.ParseAddress(v)
 		if err != nil || a.Address != v || a.Name != "" {
 			return ParamErrorf(EInvalid, param, "must be an e-mail address such as pat@example.com")

@@ -44,3 +44,20 @@ func TestCheckEmailAgreesWithNetMail(t *testing.T) {
 		agree(b.String())
 	}
 }
+
+// An address net/mail takes may still hold characters no address needs
+// and a display could be fooled by: C1 controls, bidirectional overrides,
+// line separators, a byte order mark, format characters.
+func TestCheckEmailRefusesInvisibleAndControlCharacters(t *testing.T) {
+	for _, v := range []string{"a\u009b@b.test", "a\u0085@b.test", "a\u202e@b.test", "a\u2028@b.test",
+		"a\ufeff@b.test", "a\u00ad@b.test", "a\u200b@b.test", "pat@exa\u200dmple.com"} {
+		if err := checkEmail("email", v); err == nil {
+			t.Errorf("checkEmail(%q) accepts it", v)
+		}
+	}
+	for _, v := range []string{"pät@x.com", "pat@exämple.com", "用户@例子.广告"} {
+		if err := checkEmail("email", v); err != nil {
+			t.Errorf("checkEmail(%q) = %v, want it accepted", v, err)
+		}
+	}
+}
