@@ -51,6 +51,9 @@ func retryAfter(status int, header string, now time.Time) time.Duration {
 	}
 	header = strings.TrimSpace(header)
 	secs, err := strconv.ParseInt(header, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && header[0] != '-' {
+		return maxRetryAfter // digits past int64: a wait longer than the cap
+	}
 	if err != nil {
 		at, derr := http.ParseTime(header)
 		if derr != nil {

@@ -165,8 +165,11 @@ func TestRetryAfter(t *testing.T) {
 		{429, "3600", time.Hour},
 		{429, "3601", time.Hour}, // capped
 		{503, "99999999999999", time.Hour},
-		{503, "9223372036854775807", time.Hour}, // would overflow a Duration
-		{500, "120", 0},                         // only on 429 and 503
+		{503, "9223372036854775807", time.Hour},  // would overflow a Duration
+		{429, "99999999999999999999", time.Hour}, // past int64
+		{429, "+99999999999999999999", time.Hour},
+		{429, "-99999999999999999999", 0},
+		{500, "120", 0}, // only on 429 and 503
 		{200, "120", 0},
 		{429, "", 0},
 		{429, "0", 0},
