@@ -70,6 +70,8 @@ type conn struct {
 	key    hostKey
 	br     *bufio.Reader
 	budget int64 // bytes the answer's head may still take
+	// timedOut says a read met the exchange's deadline.
+	timedOut bool
 	// idleFor is how long it may be kept idle: the transport's
 	// idleTimeout, or less when the receiver's last answer said it closes
 	// idle connections sooner (keepAliveFor). expires is its end, from
@@ -87,6 +89,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.budget -= int64(n)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.timedOut = true
+	}
 	return n, err
 }
 
@@ -262,7 +267,7 @@ func (t *transport) exchange(ctx context.Context, deadline time.Time, c *conn, r
 	}
 	// Cancelling the request ends a read or write under way.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	c.budget = maxResponseHeader
+	c.budget, c.timedOut = maxResponseHeader, false
 	if err := ctx.Err(); err != nil { // AfterFunc's deadline lands in a goroutine of its own
 		stop()
 		return nil, err
@@ -337,6 +342,12 @@ func readAnswer(c *conn, req *http.Request) (*http.Response, error) {
 		// The budget can cut a header line anywhere, which textproto
 		// may report as a malformed line before the budget's error.
 		return nil, errResponseHeaderTooLarge
+	}
+	if err != nil && c.timedOut {
+		// So can the deadline, which bufio then drops for the part of
+		// the line it holds: the answer did not come in time, it was not
+		// malformed.
+		return nil, os.ErrDeadlineExceeded
 	}
 	return resp, err
 }

@@ -812,3 +812,37 @@ func TestARequestTargetIsPercentEncodedWhereItMustBe(t *testing.T) {
 		t.Errorf("a plain target written as %q", wire.String())
 	}
 }
+
+// A receiver that stops in the middle of its status line has given no
+// complete answer in time: the attempt says so, where bufio's dropping of
+// the deadline's error for the part of the line it held made it a
+// malformed answer.
+func TestTransportTakesAnAnswerCutByItsDeadlineForATimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	t.Cleanup(func() { close(quit); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.")
+				<-quit
+			}()
+		}
+	}()
+	to, _ := new(requests).to("http://" + ln.Addr().String())
+	_, err = testTransport().post(t.Context(), time.Now().Add(time.Second), to, http.Header{}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("an answer cut at its deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+}
