@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -474,6 +475,10 @@ func (l *loop) sender(first Delivery) {
 // before it was sent; it is not counted as an attempt.
 var errWebhookGone = errors.New("webhook deleted or disabled")
 
+// goneRetry is when an attempt stopped by errWebhookGone is tried again
+// if its loop still runs then.
+const goneRetry = time.Second
+
 // attempt sends one delivery once and reports the outcome to the loop.
 func (l *loop) attempt(d Delivery) {
 	r := result{id: d.ID, err: errWebhookGone}
@@ -666,6 +671,15 @@ func (l *loop) endWrites() {
 func (l *loop) apply(r result) *Delivery {
 	delete(l.busy, r.id)
 	d := l.pending[r.id]
+	if d != nil && errors.Is(r.err, errWebhookGone) && l.ctx.Err() == nil {
+		// The webhook was disabled as the attempt began. The dispatcher
+		// stops this loop when it sees that; if the webhook is enabled
+		// again before it does, the loop goes on, and the delivery must
+		// not be left pending with no attempt to come: it is tried again
+		// in a second, without a write, as nothing was sent.
+		heap.Push(&l.later, retryAt{at: l.dp.clock.Now().UnixMilli() + goneRetry.Milliseconds(), id: d.ID})
+		return nil
+	}
 	if d == nil || errors.Is(r.err, errWebhookGone) || errors.Is(r.err, context.Canceled) && l.ctx.Err() != nil {
 		return nil // nothing was sent, or the webhook is gone: not an attempt
 	}

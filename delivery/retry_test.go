@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"demosvc/projections"
 )
 
 // These tests drive the retry state machine directly: no receiver, no
@@ -263,5 +265,28 @@ func TestRetriesComeDueAtTheirTimeInOrder(t *testing.T) {
 	h.popDue(3000, nil)
 	if got := h.untilNext(3000); got != time.Hour {
 		t.Errorf("nothing waiting: wait %s, want an hour", got)
+	}
+}
+
+// An attempt stopped because its webhook was disabled as it began leaves
+// its delivery pending; if the loop goes on (the webhook enabled again
+// before the dispatcher stopped it), the delivery is tried again a second
+// later, rather than never.
+func TestAnAttemptStoppedByADisableIsTriedAgain(t *testing.T) {
+	w := openWorld(t, "")
+	cfg, clock := clockedConfig()
+	dp := New(w.log, w.state, cfg, nil)
+	l := newLoop(dp, projections.Target{ID: "wh_1", Account: w.pr.Account.ID})
+	d := &Delivery{ID: "dlv_1", Status: StatusPending, NextAttemptAt: clock.Now().UnixMilli()}
+	l.pending[d.ID], l.busy[d.ID] = d, true
+	if got := l.apply(result{id: d.ID, err: errWebhookGone}); got != nil {
+		t.Fatalf("apply recorded an attempt that sent nothing: %+v", got)
+	}
+	now := clock.Now().UnixMilli()
+	if due := l.later.popDue(now+goneRetry.Milliseconds()-1, nil); len(due) != 0 {
+		t.Fatalf("tried again at once: %v", due)
+	}
+	if due := l.later.popDue(now+goneRetry.Milliseconds(), nil); len(due) != 1 || due[0] != d.ID || l.busy[d.ID] {
+		t.Errorf("a second later: due %v, busy %v; want %s due, not busy", due, l.busy[d.ID], d.ID)
 	}
 }
