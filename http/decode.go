@@ -27,6 +27,11 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte
 		}
 	}
 	limit := s.deps.Config.HTTP.MaxBodyBytes
+	if r.ContentLength > limit {
+		// Refused before a byte of it is asked for: a client waiting
+		// for 100 Continue gets the 413 instead, and sends nothing.
+		return nil, apiError(EPayloadTooLarge, "", "the request body is larger than %d bytes", limit)
+	}
 	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -3,6 +3,7 @@ package http
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -133,5 +134,32 @@ func TestNetHTTPsOwnAnswersAreErrorObjects(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(b) != "{\"status\":\"ok\"}\n" {
 		t.Errorf("/healthz through the wrapped listener: %d %q", resp.StatusCode, b)
+	}
+}
+
+// A body declared larger than http.max_body_bytes is refused before it is
+// asked for: a client that waits for 100 Continue gets the 413 at once and
+// sends nothing, where it was told to go on and then refused.
+func TestADeclaredOversizedBodyIsRefusedBeforeItIsAskedFor(t *testing.T) {
+	ts := newTestServer(t, nil)
+	srv := httptest.NewServer(ts)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n", ts.key, ts.deps.Config.HTTP.MaxBodyBytes+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e ErrorBody
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Error.Code != EPayloadTooLarge {
+		t.Errorf("first answer %d %+v; want 413 %s before the body is asked for", resp.StatusCode, e.Error, EPayloadTooLarge)
 	}
 }
