@@ -27,8 +27,9 @@ import (
 // gave, which a replay under the new ones need not give again. Version 11
 // keeps each webhook's windows skipped by skip_backlog (and the seq that
 // disabled it), where 10 kept the seq of the last such enabling. Version
-// 12 is 11's layout under a new rule of replay: an agent's updated_at runs
-// at most maxUpdatedAtLead seconds ahead of its change's time.
+// 12 is 11's layout under new rules of replay: an agent's updated_at runs
+// at most maxUpdatedAtLead seconds ahead of its change's time, and a
+// webhook.disabled of a disabled webhook changes only its reason.
 const snapshotVersion = 12
 
 // snapshotChunk bounds one stored value of a snapshot.

@@ -282,8 +282,15 @@ func (s *State) applyWebhookDisabled(rec *eventlog.Record, p *WebhookDisabled) e
 	if err != nil {
 		return err
 	}
-	w.disabled, w.disabledReason, w.disabledAt = true, p.Reason, unix(rec.Time) // a cut in progress holds a copy
-	w.disabledSeq = rec.Seq
+	if w.disabled {
+		// A 410 Gone on a webhook paused by hand (DisableWebhook): the
+		// reason changes; since when, and the window skip_backlog skips,
+		// still start at the pause.
+		w.disabledReason = p.Reason
+	} else {
+		w.disabled, w.disabledReason, w.disabledAt = true, p.Reason, unix(rec.Time) // a cut in progress holds a copy
+		w.disabledSeq = rec.Seq
+	}
 	s.webhookSeq = rec.Seq
 	return nil
 }

@@ -271,7 +271,13 @@ func (p *Projections) DisableWebhook(ctx context.Context, webhookID, reason, det
 		Account: account, Actor: "delivery",
 		Decide: func(s *State) ([]any, []eventlog.Put, error) {
 			w := s.webhooks[webhookID]
-			if w == nil || w.disabled {
+			// A receiver's 410 Gone is recorded on a webhook paused by
+			// hand too (an attempt in flight as it was paused): the
+			// pending deliveries are failed for it, and the reason shows
+			// why, and tells the webhooks watching, rather than a pause
+			// that would resume as if the receiver had not said it.
+			regone := w != nil && w.disabled && reason == DisabledGone && w.disabledReason != DisabledGone
+			if w == nil || w.disabled && !regone {
 				return nil, nil, nil
 			}
 			return []any{&WebhookDisabled{WebhookID: webhookID, Reason: reason, Detail: detail}}, nil, nil

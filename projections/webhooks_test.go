@@ -94,3 +94,45 @@ func TestAWebhookKeepsOnlyTheEarlierListsThatJudgedARecord(t *testing.T) {
 		t.Errorf("the target judges seq %d by %v and later ones by %v", agentSeq, tg.earlier, tg.Events)
 	}
 }
+
+// A receiver's 410 Gone that comes back while the webhook is paused by
+// hand (an attempt in flight as it was paused) is recorded: the reason
+// becomes gone, since when and the paused window stay the pause's. Any
+// other reason, or gone again, records nothing.
+func TestAGoneOnAPausedWebhookIsRecorded(t *testing.T) {
+	e := openEnv(t, "", DefaultOptions)
+	pr := e.account("Acme")
+	v, err := e.p.RegisterWebhook(t.Context(), pr, WebhookInput{URL: "https://hooks.example.com/x", Events: []string{"lead.hot"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := v.(WebhookView).ID
+	disabled := "disabled"
+	paused, err := e.p.UpdateWebhook(t.Context(), pr, id, WebhookPatch{Status: &disabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pausedSeq uint64
+	e.p.View(func(s *State) { pausedSeq = s.webhooks[id].disabledSeq })
+	head := e.log.DurableSeq()
+	if err := e.p.DisableWebhook(t.Context(), id, DisabledFailing, "every attempt failed"); err != nil || e.log.DurableSeq() != head {
+		t.Fatalf("failing on a paused webhook: %v, head %d → %d; want nothing recorded", err, head, e.log.DurableSeq())
+	}
+	if err := e.p.DisableWebhook(t.Context(), id, DisabledGone, "410"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.p.Webhook(pr.Account.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	e.p.View(func(s *State) { seq = s.webhooks[id].disabledSeq })
+	if got.DisabledReason != DisabledGone || got.DisabledAt != paused.DisabledAt || seq != pausedSeq || e.log.DurableSeq() != head+1 {
+		t.Errorf("after a 410 on the paused webhook: reason %q since %q window from %d, head %d; want gone since %q from %d, one record",
+			got.DisabledReason, got.DisabledAt, seq, e.log.DurableSeq(), paused.DisabledAt, pausedSeq)
+	}
+	head = e.log.DurableSeq()
+	if err := e.p.DisableWebhook(t.Context(), id, DisabledGone, "410"); err != nil || e.log.DurableSeq() != head {
+		t.Errorf("gone again: %v, head %d → %d; want nothing recorded", err, head, e.log.DurableSeq())
+	}
+}
