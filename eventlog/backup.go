@@ -330,7 +330,10 @@ func copyFile(src, dst string, counter *copyCounter) error {
 // checkBackup opens the backup's store, which also gives it the lock file
 // every data dir has, and checks that it ends at head.
 func checkBackup(ctx context.Context, dest string, head Record, reg *Registry, check func(*Log) error) (err error) {
-	cp, err := OpenStore(dest, StoreOptions{Create: true, Logger: slog.New(slog.DiscardHandler)})
+	// Read only: opening writes no table, so a file system with room for
+	// the copy and not for more fails nothing here, and leaves no open
+	// behind that retries a flush in the server for ever.
+	cp, err := OpenStore(dest, StoreOptions{Create: true, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("the backup does not open: %w", err)
 	}

@@ -744,3 +744,32 @@ func TestAnOpenWhoseFlushFailsEndsWithTheError(t *testing.T) {
 		t.Errorf("after the disk had room again: Verify = %d, %v; want the 20 records", n, err)
 	}
 }
+
+// A store opened read only (a backup's check) writes no table: on a file
+// system with no room for one, it opens and reads every record that is
+// in its WAL alone, where a writable open fails (above).
+func TestAReadOnlyOpenWritesNoTable(t *testing.T) {
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(20)
+	h.close() // the records are in the WAL only: Close does not flush
+	full := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") || op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
+			return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	s, err := OpenStore(dir, StoreOptions{FS: full, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open on a full file system: %v", err)
+	}
+	defer s.Close()
+	l, err := OpenLog(s, Options{Registry: testRegistry(), IDs: NewSeededIDs(FixedClock(testTime), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if n, err := l.Verify(); err != nil || n != 20 {
+		t.Errorf("read only: Verify = %d, %v; want the 20 records", n, err)
+	}
+}

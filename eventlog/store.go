@@ -48,6 +48,11 @@ type StoreOptions struct {
 	// Logger receives Pebble's own messages. Nil discards informational
 	// ones and sends errors to slog's default logger.
 	Logger *slog.Logger
+	// ReadOnly opens the store to read it only: the WAL is replayed into
+	// memory, never flushed to a table, so opening writes nothing but the
+	// lock file (a backup's check, which must not leave an open that
+	// cannot end behind in the server when its file system is full).
+	ReadOnly bool
 }
 
 // Store is the Pebble database of one data dir. The log, snapshots and
@@ -208,6 +213,7 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 			FormatMajorVersion: pebble.FormatFlushableIngestExcises,
 			Logger:             s.plog,
 			EventListener:      listener,
+			ReadOnly:           opts.ReadOnly,
 		})
 	}()
 	var db *pebble.DB
@@ -232,6 +238,10 @@ func OpenStore(dataDir string, opts StoreOptions) (s *Store, err error) {
 	}
 	// Whatever the last process wrote to the WAL without syncing is visible
 	// now; sync it so that nothing we serve from it can be lost later.
+	if opts.ReadOnly {
+		s.db = db
+		return s, nil
+	}
 	if err := db.LogData(nil, pebble.Sync); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening data dir %s: %w", dataDir, err)
