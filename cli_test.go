@@ -5,14 +5,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"demosvc/config"
 	"demosvc/eventlog"
 )
 
@@ -241,7 +245,35 @@ func TestAnOutputThatCannotBeWrittenIsAFailure(t *testing.T) {
 		}
 	}
 	check("in this process")
+	for _, args := range [][]string{{"version"}, {"help"}, {"serve", "--help"}} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"demosvc"}, args...),
+			func(string) string { return "" }, strings.NewReader(""), &fullOutput{}, &stderr)
+		if code != exitFail || !strings.Contains(stderr.String(), "writing the output") {
+			t.Errorf("%v into a full output: exit %d, stderr %q; want exit 1 saying the output could not be written", args, code, stderr.String())
+		}
+	}
 
 	serveInProcess(t, data, nil)
 	check("through the server")
+}
+
+// The hosts of cluster.routes, the nodes that forward writes to the
+// writer over many connections, are not held to
+// http.max_connections_per_client: literal addresses as they are, names
+// as they resolve (localhost, from /etc/hosts: no query leaves the
+// machine).
+func TestClusterPeersAreTheHostsOfTheRoutes(t *testing.T) {
+	cfg := config.Default()
+	cfg.Cluster.Enabled = true
+	cfg.Cluster.Routes = "10.0.0.1:6222, [fd00::2]:6222,localhost:6222"
+	got := clusterPeers(cfg, slog.New(slog.DiscardHandler))
+	has := func(p string) bool { return slices.Contains(got, netip.MustParsePrefix(p)) }
+	if !has("10.0.0.1/32") || !has("fd00::2/128") || !has("127.0.0.1/32") {
+		t.Errorf("clusterPeers = %v; want 10.0.0.1/32, fd00::2/128 and localhost's 127.0.0.1/32", got)
+	}
+	cfg.Cluster.Enabled = false
+	if got := clusterPeers(cfg, slog.New(slog.DiscardHandler)); got != nil {
+		t.Errorf("one node: clusterPeers = %v, want none", got)
+	}
 }

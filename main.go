@@ -65,18 +65,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}()
 	out := &outWriter{w: stdout}
 	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: out, stderr: stderr}
-	if len(args) > 1 && args[1] != "serve" {
-		// What a command prints is its result (an export, a key shown
-		// once): one that could not all be written is a failure, not an
-		// exit 0 over a cut file. serve's output is the first key, which
-		// it logs an error about; its exit says how it stopped.
-		defer func() {
-			if err := out.finish(); err != nil && code == exitOK {
-				fmt.Fprintf(stderr, "demosvc: writing the output: %v\n", err)
-				code = exitFail
-			}
-		}()
-	}
+	// What a command prints is its result (an export, a key shown once,
+	// its help): one that could not all be written is a failure, not an
+	// exit 0 over a cut file. A serve's output is the first key, which it
+	// logs an error about; its exit says how it stopped.
+	defer func() {
+		if len(args) > 1 && args[1] == "serve" && !c.helped {
+			return
+		}
+		if err := out.finish(); err != nil && code == exitOK {
+			fmt.Fprintf(stderr, "demosvc: writing the output: %v\n", err)
+			code = exitFail
+		}
+	}()
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -98,10 +99,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "cluster":
 		return c.cluster(rest)
 	case "version", "--version":
-		fmt.Fprintf(stdout, "demosvc %s\n", version)
+		fmt.Fprintf(c.stdout, "demosvc %s\n", version)
 		return exitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(c.stdout, usage)
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "demosvc: unknown command %q\n\n%s", cmd, usage)

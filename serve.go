@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -150,8 +152,9 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	// Pebble could then create no table. At the bound, new connections
 	// wait in the kernel's backlog to be accepted.
 	maxConns := maxConnections(cfg.HTTP.MaxConnections)
-	trusted, _ := cfg.TrustedProxyPrefixes() // validated by config
-	apiLn = netutil.LimitListener(demohttp.LimitPerClient(apiLn, cfg.HTTP.MaxPerClient, trusted, logger), maxConns)
+	unlimited, _ := cfg.TrustedProxyPrefixes() // validated by config
+	unlimited = append(unlimited, clusterPeers(cfg, logger)...)
+	apiLn = netutil.LimitListener(demohttp.LimitPerClient(apiLn, cfg.HTTP.MaxPerClient, unlimited, logger), maxConns)
 	infoPath := filepath.Join(cfg.DataDir, serveInfoFile)
 	if err := writeServeInfo(infoPath, apiLn.Addr().String()); err != nil {
 		apiLn.Close()
@@ -443,4 +446,37 @@ func maxConnections(configured int) int {
 		n = int(lim)
 	}
 	return max(32, n/2)
+}
+
+// clusterPeers returns the addresses of the hosts in cluster.routes, the
+// cluster's nodes, which forward writes to the writer over many
+// connections: they are not held to http.max_connections_per_client. A
+// name that does not resolve at start is left out, with a warning.
+func clusterPeers(cfg *config.Config, logger *slog.Logger) []netip.Prefix {
+	if !cfg.Cluster.Enabled || cfg.HTTP.MaxPerClient == 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, route := range strings.Split(cfg.Cluster.Routes, ",") {
+		host, _, err := net.SplitHostPort(strings.TrimSpace(route))
+		if err != nil || host == "" {
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		cancel()
+		if err != nil {
+			logger.Warn("a host of cluster.routes does not resolve: its node's forwarded writes count against http.max_connections_per_client",
+				"host", host, "err", err)
+			continue
+		}
+		for _, ip := range ips {
+			out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+		}
+	}
+	return out
 }

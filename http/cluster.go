@@ -135,9 +135,10 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		ResponseHeaderTimeout: o.ForwardTimeout,
 		MaxIdleConnsPerHost:   64,
-		// The writer counts this node as one client address
-		// (http.max_connections_per_client, 512 by default): forwarded
-		// writes past this many at once wait for a connection.
+		// Forwarded writes past this many at once wait for a
+		// connection (within the forward timeout). The writer does not
+		// count the nodes of cluster.routes against
+		// http.max_connections_per_client.
 		MaxConnsPerHost: 256,
 		IdleConnTimeout: 90 * time.Second,
 	}
@@ -231,7 +232,12 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 		setRoute(w, routeForwarded)
 		to := forward{writer: addr, requestID: w.Header().Get(headerRequestID)}
 		w.Header().Del(headerRequestID) // it comes back on the writer's answer
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, to)))
+		// The forward timeout bounds the whole exchange, the wait for one
+		// of the connections to the writer included: at MaxConnsPerHost,
+		// a write waits for one before ResponseHeaderTimeout starts.
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), forwardKey{}, to), o.ForwardTimeout)
+		defer cancel()
+		proxy.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
