@@ -609,6 +609,12 @@ func rawServer(t *testing.T, answer string) string {
 
 // rawServerOn is rawServer on ln.
 func rawServerOn(t *testing.T, ln net.Listener, answer string) string {
+	return rawAnswering(t, ln, func(c net.Conn) { io.WriteString(c, answer) })
+}
+
+// rawAnswering serves every connection to ln with answer once it has read
+// a request, and closes it when answer returns.
+func rawAnswering(t *testing.T, ln net.Listener, answer func(net.Conn)) string {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -621,7 +627,7 @@ func rawServerOn(t *testing.T, ln net.Listener, answer string) string {
 				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 					return
 				}
-				io.WriteString(c, answer)
+				answer(c)
 			}()
 		}
 	}()
@@ -823,24 +829,12 @@ func TestTransportTakesAnAnswerCutByItsDeadlineForATimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	quit := make(chan struct{})
-	t.Cleanup(func() { close(quit); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.")
-				<-quit
-			}()
-		}
-	}()
-	to, _ := new(requests).to("http://" + ln.Addr().String())
+	url := rawAnswering(t, ln, func(c net.Conn) {
+		io.WriteString(c, "HTTP/1.")
+		<-quit
+	})
+	t.Cleanup(func() { close(quit) }) // before the listener's Close
+	to, _ := new(requests).to(url)
 	_, err = testTransport().post(t.Context(), time.Now().Add(time.Second), to, http.Header{}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("an answer cut at its deadline: %v, want %v", err, context.DeadlineExceeded)

@@ -695,19 +695,10 @@ func TestRecordTimesNeverGoBackWhenTheClockDoes(t *testing.T) {
 // flush's error; once there is room again, the open left behind releases
 // the data dir and it opens with every record.
 func TestAnOpenWhoseFlushFailsEndsWithTheError(t *testing.T) {
-	dir := t.TempDir()
-	h := openHarness(t, dir)
-	h.append(20)
-	h.close() // the records are in the WAL only: Close does not flush
-
+	dir := walOnlyStore(t)
 	var full atomic.Bool
 	full.Store(true)
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if full.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
-			return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	}))
+	fs := noRoomForTables(&full)
 	opened := make(chan error, 1)
 	go func() {
 		s, err := OpenStore(dir, StoreOptions{FS: fs})
@@ -739,7 +730,7 @@ func TestAnOpenWhoseFlushFailsEndsWithTheError(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}
-	h = openHarness(t, dir)
+	h := openHarness(t, dir)
 	if n, err := h.log.Verify(); err != nil || n != 20 {
 		t.Errorf("after the disk had room again: Verify = %d, %v; want the 20 records", n, err)
 	}
@@ -749,17 +740,10 @@ func TestAnOpenWhoseFlushFailsEndsWithTheError(t *testing.T) {
 // system with no room for one, it opens and reads every record that is
 // in its WAL alone, where a writable open fails (above).
 func TestAReadOnlyOpenWritesNoTable(t *testing.T) {
-	dir := t.TempDir()
-	h := openHarness(t, dir)
-	h.append(20)
-	h.close() // the records are in the WAL only: Close does not flush
-	full := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") || op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
-			return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
-		}
-		return nil
-	}))
-	s, err := OpenStore(dir, StoreOptions{FS: full, ReadOnly: true})
+	dir := walOnlyStore(t)
+	var full atomic.Bool
+	full.Store(true)
+	s, err := OpenStore(dir, StoreOptions{FS: noRoomForTables(&full), ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open on a full file system: %v", err)
 	}
@@ -772,4 +756,26 @@ func TestAReadOnlyOpenWritesNoTable(t *testing.T) {
 	if n, err := l.Verify(); err != nil || n != 20 {
 		t.Errorf("read only: Verify = %d, %v; want the 20 records", n, err)
 	}
+}
+
+// walOnlyStore returns a data dir whose store holds 20 records in its WAL
+// only: Close does not flush.
+func walOnlyStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	h := openHarness(t, dir)
+	h.append(20)
+	h.close()
+	return dir
+}
+
+// noRoomForTables is the real file system, but for writing a table while
+// full is set, which fails as on a full disk.
+func noRoomForTables(full *atomic.Bool) vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
+			return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
 }

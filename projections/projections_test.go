@@ -119,6 +119,16 @@ func (e *env) agent(pr Principal, name string) AgentView {
 	return v.(AgentView)
 }
 
+// webhook registers a webhook of pr's account on events and returns its id.
+func (e *env) webhook(pr Principal, events ...string) string {
+	e.t.Helper()
+	v, err := e.p.RegisterWebhook(context.Background(), pr, WebhookInput{URL: "https://hooks.example.com/x", Events: events}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v.(WebhookView).ID
+}
+
 // sessionFields is what the tests read of a session's JSON.
 type sessionFields struct {
 	ID            string `json:"id"`

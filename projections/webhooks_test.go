@@ -49,11 +49,7 @@ func TestWebhookRegistrationRefusesHostsByTheAddressPolicy(t *testing.T) {
 func TestAWebhookKeepsOnlyTheEarlierListsThatJudgedARecord(t *testing.T) {
 	e := openEnv(t, "", DefaultOptions)
 	pr := e.account("Acme")
-	v, err := e.p.RegisterWebhook(t.Context(), pr, WebhookInput{URL: "https://hooks.example.com/x", Events: []string{"lead.hot"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := v.(WebhookView).ID
+	id := e.webhook(pr, "lead.hot")
 	patch := func(events ...string) WebhookView {
 		t.Helper()
 		v, err := e.p.UpdateWebhook(t.Context(), pr, id, WebhookPatch{Events: events})
@@ -102,11 +98,7 @@ func TestAWebhookKeepsOnlyTheEarlierListsThatJudgedARecord(t *testing.T) {
 func TestAGoneOnAPausedWebhookIsRecorded(t *testing.T) {
 	e := openEnv(t, "", DefaultOptions)
 	pr := e.account("Acme")
-	v, err := e.p.RegisterWebhook(t.Context(), pr, WebhookInput{URL: "https://hooks.example.com/x", Events: []string{"lead.hot"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := v.(WebhookView).ID
+	id := e.webhook(pr, "lead.hot")
 	disabled := "disabled"
 	paused, err := e.p.UpdateWebhook(t.Context(), pr, id, WebhookPatch{Status: &disabled})
 	if err != nil {
