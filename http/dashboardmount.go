@@ -3,7 +3,6 @@ package http
 import (
 	"net"
 	"net/http"
-	"strings"
 
 	"github.com/julienschmidt/httprouter"
 )
@@ -17,9 +16,8 @@ import (
 func mountDashboard(r *httprouter.Router, dashboard http.Handler, trusted proxies) {
 	apiNotFound := r.NotFound
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		p := req.URL.Path
-		if p == "/v1" || strings.HasPrefix(p, "/v1/") {
-			apiNotFound.ServeHTTP(w, req)
+		if apiPath(req.URL.Path) || req.Method == http.MethodConnect {
+			apiNotFound.ServeHTTP(w, req) // the API's error object, not the dashboard's page
 			return
 		}
 		if len(trusted.prefixes) > 0 || trusted.fromNode != nil {

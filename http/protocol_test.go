@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"demosvc/projections"
 )
 
 func TestHeadIsServedOnEveryGetRoute(t *testing.T) {
@@ -161,5 +163,87 @@ func TestADeclaredOversizedBodyIsRefusedBeforeItIsAskedFor(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Error.Code != EPayloadTooLarge {
 		t.Errorf("first answer %d %+v; want 413 %s before the body is asked for", resp.StatusCode, e.Error, EPayloadTooLarge)
+	}
+}
+
+// A path that is the API's once cleaned ("//v1/agents", "/x/../v1/…") and a
+// CONNECT get the API's error object, where the dashboard mounted beside it
+// would have answered them with its own pages: a redirect, a plain 405.
+func TestAPIPathsHoweverWrittenAndConnectGetErrorObjects(t *testing.T) {
+	ts := newTestServer(t, nil)
+	d := ts.deps
+	dashboardSaw := ""
+	d.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dashboardSaw = r.Method + " " + r.URL.Path
+		http.Error(w, "a dashboard page", http.StatusTeapot)
+	})
+	srv := httptest.NewServer(NewServer(d))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		line   string
+		status int
+		code   string
+	}{
+		{"GET //v1/agents", 401, EUnauthorized},
+		{"GET /x/../v1/agents", 401, EUnauthorized},
+		{"GET /v1/./agents", 401, EUnauthorized},
+		{"GET /%2e%2e/v1/account", 401, EUnauthorized},
+		{"CONNECT 127.0.0.1:443", 400, "invalid_request"},
+		{"CONNECT /", 400, "invalid_request"},
+		{"CONNECT /v1/agents", 401, EUnauthorized},
+	} {
+		dashboardSaw = ""
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, tc.line+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		var e ErrorBody
+		derr := json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || derr != nil || e.Error.Code != tc.code {
+			t.Errorf("%s: %d %q %+v (%v); want %d application/json with code %q", tc.line, resp.StatusCode,
+				resp.Header.Get("Content-Type"), e.Error, derr, tc.status, tc.code)
+		}
+		if dashboardSaw != "" {
+			t.Errorf("%s: handed to the dashboard (%s)", tc.line, dashboardSaw)
+		}
+	}
+	// Signed in, such a path is an unknown route of the API.
+	acc, _ := ts.state.CreateAccount(t.Context(), "cli", "A", projections.PlanEnterprise, 0)
+	key, _ := ts.state.CreateKey(t.Context(), "cli", acc.ID)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET //v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key.Key+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e ErrorBody
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || e.Error.Code != "not_found" {
+		t.Errorf("GET //v1/agents signed in: %d %+v; want 404 not_found", resp.StatusCode, e.Error)
+	}
+	// The dashboard still gets its own paths.
+	resp, err = http.Get(srv.URL + "/settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot || dashboardSaw != "GET /settings" {
+		t.Errorf("GET /settings: %d, the dashboard saw %q", resp.StatusCode, dashboardSaw)
 	}
 }

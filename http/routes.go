@@ -3,6 +3,7 @@ package http
 import (
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -22,8 +23,14 @@ func newRouter(logger *slog.Logger, metrics *Metrics, ready http.HandlerFunc, ap
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
 	r.HandleMethodNotAllowed = true
-	underAPI := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" }
+	underAPI := func(r *http.Request) bool { return apiPath(r.URL.Path) }
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodConnect && !underAPI(req) {
+			// No route takes CONNECT, whose target is a host:port; under
+			// /v1 the caller is authenticated first, as for any method.
+			answerError(logger, w, req, apiError(projections.EInvalid, "", "CONNECT is not served: demosvc is not a proxy"))
+			return
+		}
 		h := func(w http.ResponseWriter, r *http.Request) {
 			answerError(logger, w, r, apiError(projections.ENotFound, "", "no route %s %s", r.Method, r.URL.Path))
 		}
@@ -90,6 +97,18 @@ func (r *router) handle(method, path string, h http.HandlerFunc) {
 	if method == http.MethodGet {
 		r.Handle(http.MethodHead, path, withParams)
 	}
+}
+
+// apiPath reports whether the path p is the API's, /v1 or under it, as
+// written or once cleaned: "//v1/agents" and "/x/../v1/agents" are the
+// API's too, answered with its error object rather than handed to the
+// dashboard, whose file server would redirect them.
+func apiPath(p string) bool {
+	if p == "/v1" || strings.HasPrefix(p, "/v1/") {
+		return true
+	}
+	c := path.Clean("/" + p)
+	return c == "/v1" || strings.HasPrefix(c, "/v1/")
 }
 
 // methodOrder orders the methods of an Allow header.
