@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/btree"
@@ -45,6 +46,9 @@ type Replay struct {
 
 // idemRecord is a recorded answer as the store keeps it. One without a
 // Response (the layout before it) is not loaded: it only loses its replay.
+// In memory a record holds its Response only until its commit is durable:
+// after that a replay reads it from the store (storedResponse), so that
+// the answers of a day's window live on disk, not in the heap.
 type idemRecord struct {
 	Fingerprint string `msgpack:"f"`
 	Response    []byte `msgpack:"r"`
@@ -90,6 +94,9 @@ const idemSweepMin = 64
 type idemIndex struct {
 	byKey map[string]*idemRecord
 	byAge *btree.BTreeG[*idemRecord]
+	// held are the records recorded since the last group started its
+	// commit, which hold their Response until that commit is durable.
+	held []*idemRecord
 }
 
 func newIdemIndex() *idemIndex {
@@ -157,6 +164,7 @@ func loadIdempotency(store *eventlog.Store, now time.Time) (*idemIndex, error) {
 			return nil // a damaged bookkeeping entry only loses a replay
 		}
 		if !r.expired(now) {
+			r.Response = nil // read from the store when replayed
 			x.put(&r)
 		}
 		return nil
@@ -227,7 +235,11 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 			return outcome{err: ParamErrorf(EIdempotencyConflict, "Idempotency-Key",
 				"this Idempotency-Key was used with a different request in the last 24 hours")}, nil
 		}
-		return outcome{value: Replay{Response: r.Response}}, nil
+		resp, err := p.storedResponse(r)
+		if err != nil {
+			return outcome{err: err}, nil
+		}
+		return outcome{value: Replay{Response: resp}}, nil
 	}
 	out, broken := p.run(tx, cmd)
 	if broken != nil {
@@ -249,6 +261,7 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 	if _, err := tx.Add(nil, eventlog.Put{Key: r.storeKey(), Value: buf.Bytes()}); err != nil {
 		return outcome{}, err
 	}
+	p.idem.held = append(p.idem.held, r)
 	if old := p.idem.put(r); old != nil && !bytes.Equal(old.storeKey(), r.storeKey()) {
 		// The expired answer this one replaces would otherwise stay on
 		// disk under its own time.
@@ -257,4 +270,31 @@ func (p *Projections) idempotent(tx *eventlog.Txn, cmd Command) (outcome, error)
 		}
 	}
 	return outcome{value: Replay{Response: r.Response}, records: out.records}, nil
+}
+
+// storedResponse returns r's recorded answer: the one it holds until its
+// commit is durable, or the store's copy. A record the store has lost
+// (damage; its removal is always the writer's, with the record's) is an
+// error: running the command again could make what the first request made.
+func (p *Projections) storedResponse(r *idemRecord) ([]byte, error) {
+	if r.Response != nil {
+		return r.Response, nil
+	}
+	v, ok, err := p.log.Store().Get(r.storeKey())
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer recorded for Idempotency-Key %q: %w", r.Key, err)
+	}
+	var stored idemRecord
+	if !ok || msgpack.Unmarshal(v, &stored) != nil || stored.Response == nil || stored.Fingerprint != r.Fingerprint {
+		return nil, fmt.Errorf("the answer recorded for Idempotency-Key %q is missing from the store", r.Key)
+	}
+	return stored.Response, nil
+}
+
+// release lets the records of a group whose commit is durable drop their
+// Response: a replay reads it from the store from now on.
+func release(rs []*idemRecord) {
+	for _, r := range rs {
+		r.Response = nil
+	}
 }

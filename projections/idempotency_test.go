@@ -3,7 +3,9 @@ package projections
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +144,107 @@ func TestIdempotencyRecordsOfTheOldLayoutAreKept(t *testing.T) {
 	}
 	if mem, disk := e.idemHeld(); mem != 1 || disk != 1 {
 		t.Errorf("%d records in memory, %d on disk; want 1 and 1", mem, disk)
+	}
+}
+
+// TestRecordedAnswersLeaveTheHeapOnceDurable: a recorded answer is held in
+// memory only until its commit is durable, and a replay after that reads
+// the store's copy, byte for byte the first answer: inside the group that
+// recorded it, after it, and after a restart. A record the store has lost
+// is an error, never a second run of the command.
+func TestRecordedAnswersLeaveTheHeapOnceDurable(t *testing.T) {
+	clock := &jumpClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	dir := t.TempDir()
+	e := openEnvClock(t, dir, DefaultOptions, clock.now)
+	pr := e.account("acme")
+	var runs atomic.Int32
+	// An idempotent command whose answer tells its runs apart.
+	command := func() (Replay, error) {
+		v, err := e.p.Do(context.Background(), Command{Account: pr.Account.ID,
+			Idem: &Idempotency{Key: "k-1", Fingerprint: "A", Now: clock.now(),
+				Record: func(value any, err error) []byte { return []byte(fmt.Sprint(value)) }},
+			Decide: func(*State) ([]any, []eventlog.Put, error) { runs.Add(1); return nil, nil, nil },
+			Result: func(*State) any { return fmt.Sprintf("run %d", runs.Load()) }})
+		if err != nil {
+			return Replay{}, err
+		}
+		return v.(Replay), nil
+	}
+	heldInMemory := func() (n int) {
+		_, err := e.p.Do(context.Background(), Command{Decide: func(*State) ([]any, []eventlog.Put, error) {
+			for _, r := range e.p.idem.byKey {
+				if r.Response != nil {
+					n++
+				}
+			}
+			return nil, nil, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Two requests with one key in one group: the writer is held in a
+	// command while both queue behind it.
+	entered, release := make(chan struct{}), make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := e.p.Do(context.Background(), Command{Decide: func(*State) ([]any, []eventlog.Put, error) {
+			close(entered)
+			<-release
+			return nil, nil, nil
+		}})
+		blocked <- err
+	}()
+	<-entered
+	type answer struct {
+		r   Replay
+		err error
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			r, err := command()
+			answers <- answer{r, err}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(e.p.queue) < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	queued := len(e.p.queue)
+	close(release)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	first, second := <-answers, <-answers
+	if queued != 2 {
+		t.Fatalf("%d of the two requests queued behind the held writer", queued)
+	}
+	if first.err != nil || second.err != nil || string(first.r.Response) != "run 1" || string(second.r.Response) != "run 1" {
+		t.Fatalf("one key twice in one group: %q (%v) and %q (%v); want run 1 twice", first.r.Response, first.err, second.r.Response, second.err)
+	}
+	if n := heldInMemory(); n != 0 {
+		t.Fatalf("%d recorded answers still in memory once durable", n)
+	}
+	if again, err := command(); err != nil || string(again.Response) != "run 1" {
+		t.Fatalf("replay from the store: %q, %v; want run 1", again.Response, err)
+	}
+	e.close()
+	e = openEnvClock(t, dir, DefaultOptions, clock.now)
+	if n := heldInMemory(); n != 0 {
+		t.Fatalf("%d recorded answers in memory after a restart", n)
+	}
+	if again, err := command(); err != nil || string(again.Response) != "run 1" {
+		t.Fatalf("replay after a restart: %q, %v; want run 1", again.Response, err)
+	}
+
+	// The store loses the record (damage): the retry is refused, and the
+	// command does not run again.
+	if err := e.store.WriteSync(nil, idemTimePrefix, []byte{eventlog.KeyspaceIdempotency, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := command(); err == nil || !strings.Contains(err.Error(), "missing from the store") || runs.Load() != 1 {
+		t.Fatalf("replay of a lost record: %q, %v, %d runs; want an error and one run", r.Response, err, runs.Load())
 	}
 }

@@ -264,6 +264,7 @@ type flight struct {
 	group  []*pending
 	outs   []outcome
 	tx     *eventlog.Txn    // while open; nil once started or failed
+	idem   []*idemRecord    // answers recorded in the group, held until durable
 	err    error            // why the group failed before its commit
 	commit *eventlog.Flight // once started
 	gen    uint64           // the state's authGen when the group opened
@@ -334,6 +335,7 @@ func (p *Projections) add(f *flight, cmds []*pending) {
 // start queues the expired idempotency records' deletion in f and starts
 // its commit.
 func (p *Projections) start(f *flight) {
+	f.idem, p.idem.held = p.idem.held, nil
 	if f.tx == nil {
 		return
 	}
@@ -363,8 +365,11 @@ func (p *Projections) finish(f *flight) {
 			// rebuilt from the durable log once no group is in flight.
 			p.broken = true
 			failAll(f.outs, err)
-		} else if f.auth {
-			p.publishAuth()
+		} else {
+			release(f.idem)
+			if f.auth {
+				p.publishAuth()
+			}
 		}
 	}
 	for i, req := range f.group {
