@@ -208,6 +208,9 @@ func (l *loop) redeliver(reqs []*projections.WebhookRedeliveryRequested, t *proj
 		}
 		for _, seq := range req.Seqs {
 			err := l.dp.log.Read(seq, seq, func(rec *eventlog.Record) error {
+				if rec.Account != l.t.Account {
+					return nil // never another account's record (the request's check holds it too)
+				}
 				name, data, ok := l.dp.state.WebhookEvent(rec)
 				if !ok || name == "webhook.test" {
 					return nil

@@ -1337,3 +1337,58 @@ func TestAnAttemptShowsTheUserAgentItWasSentWith(t *testing.T) {
 		t.Errorf("the attempt shows User-Agent %q; want the one it was sent with, demosvc/1.0", got)
 	}
 }
+
+// TestAReplayNeverSendsAnotherAccountsRecord: a replay request naming a
+// record of another account (which no request plans, and `log import`
+// refuses) sends only the webhook's own account's records.
+func TestAReplayNeverSendsAnotherAccountsRecord(t *testing.T) {
+	w := openWorld(t, "")
+	rv := newReceiver(t, func(int) (int, time.Duration) { return 200, 0 })
+	wh := w.register(rv.URL, "contact.created")
+	w.start(testConfig())
+	w.startSession(w.newAgent(), "own@example.com")
+	waitFor(t, "the first delivery", func() bool { return countStatus(t, w, wh.ID, StatusSucceeded) == 1 })
+
+	other, err := w.state.CreateAccount(t.Context(), "cli", "Other", projections.PlanPro, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opr := projections.Principal{Account: other, KeyID: "key_other"}
+	agent, err := w.state.CreateAgent(t.Context(), opr, projections.AgentInput{Name: "Bo", SandboxURL: "https://s.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.state.StartSession(t.Context(), opr, projections.SessionInput{AgentID: agent.(projections.AgentView).ID,
+		Contact: &projections.Contact{Name: "Victim", Email: "victim@b.example.com"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var otherSeq, ownSeq uint64
+	err = w.log.Read(1, w.log.DurableSeq(), func(rec *eventlog.Record) error {
+		if rec.Type == projections.TypeContactCreated {
+			if rec.Account == other.ID {
+				otherSeq = rec.Seq
+			} else {
+				ownSeq = rec.Seq
+			}
+		}
+		return nil
+	})
+	if err != nil || otherSeq == 0 || ownSeq == 0 {
+		t.Fatalf("contact.created seqs: own %d, other %d (%v)", ownSeq, otherSeq, err)
+	}
+	// Both in one request, the other account's first: they are built
+	// together, so once the own one is sent the other would have been too.
+	if _, err := w.state.RequestRedelivery(t.Context(), w.pr, wh.ID, projections.RedeliverReplay, nil,
+		[]uint64{otherSeq, ownSeq}, projections.RedeliveryAnswer{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replayed delivery", func() bool { return countStatus(t, w, wh.ID, StatusSucceeded) >= 2 })
+	if ds := deliveriesOf(t, w, wh.ID); len(ds) != 2 {
+		t.Errorf("%d deliveries, want the first and its replay", len(ds))
+	}
+	for _, r := range rv.all() {
+		if bytes.Contains(r.body, []byte("victim@b.example.com")) {
+			t.Errorf("another account's contact was sent: %s", r.body)
+		}
+	}
+}

@@ -40,8 +40,65 @@ func (s *State) Checker(reg *eventlog.Registry, allowPrivate bool) func(rec *eve
 				return fmt.Errorf("%s: %w", rec.Type, err)
 			}
 		}
+		if err := s.checkCommandRules(rec, payload); err != nil {
+			return fmt.Errorf("%s: %w", rec.Type, err)
+		}
 		return s.apply(rec, payload)
 	}
+}
+
+// checkCommandRules holds an imported record to the rules its command
+// checks against the state, which replay does not (a log the service wrote
+// meets them, and a replay must open every log it wrote): what a line of
+// an import could otherwise make that no request can.
+func (s *State) checkCommandRules(rec *eventlog.Record, payload any) error {
+	switch p := payload.(type) {
+	case *ContactCreated:
+		// Made with its session's start, by one of the account's agents.
+		if _, err := agentKind.of(s, rec, p.AgentID); err != nil {
+			return ParamErrorf(EInvalid, "agent_id", "%v", err)
+		}
+		if _, err := sessionKind.fresh(s, p.SessionID); p.SessionID != "" && err != nil {
+			return ParamErrorf(EInvalid, "session_id", "must be the id of the session started with the contact: %v", err)
+		}
+	case *SessionStarted:
+		if a, err := agentKind.of(s, rec, p.AgentID); err == nil && !a.active {
+			return ParamErrorf(EAgentInactive, "agent_id", "agent %s is inactive", p.AgentID)
+		}
+	case *LeadHot:
+		ses, err := sessionKind.of(s, rec, p.SessionID)
+		if err != nil {
+			return nil // apply names it
+		}
+		switch {
+		case ses.hot:
+			return ParamErrorf(EInvalidState, "session_id", "session %s has turned hot already", p.SessionID)
+		case ses.status == abandoned:
+			return ParamErrorf(EInvalidState, "session_id", "session %s is abandoned; an abandoned lead does not turn hot", p.SessionID)
+		case p.IntentScore < p.Threshold || p.IntentScore != int(ses.score):
+			return ParamErrorf(EInvalid, "intent_score", "must be the session's score (%d), at or over the threshold (%d)", ses.score, p.Threshold)
+		}
+	case *MeetingBooked:
+		if ses, err := sessionKind.of(s, rec, p.SessionID); err == nil && ses.status == abandoned {
+			return ParamErrorf(EInvalidState, "session_id", "session %s is abandoned; a meeting can be booked on a session in_progress or completed", p.SessionID)
+		}
+	case *WebhookSecretRotated:
+		if p.PreviousExpiresAt > unix(rec.Time)+MaxPreviousSecretSeconds {
+			return ParamErrorf(EInvalid, "previous_expires_at", "must be at most 7 days after the record's time")
+		}
+	case *WebhookRedeliveryRequested:
+		// A replay sends again the account's own earlier records only.
+		t, err := s.tenantOf(rec)
+		if err != nil {
+			return nil // apply names it
+		}
+		for _, seq := range p.Seqs {
+			if i := t.events.search(seq); seq >= rec.Seq || i >= t.events.len() || t.events.at(i) != seq {
+				return ParamErrorf(EInvalid, "seqs", "seq %d is not an earlier record of account %s", seq, rec.Account)
+			}
+		}
+	}
+	return nil
 }
 
 func checkIDField(param, prefix, v string) error {
