@@ -21,6 +21,13 @@ import (
 // nil; on a bad key it has answered. status is the command's status on
 // success.
 func (s *Server) idempotency(w http.ResponseWriter, r *http.Request, body []byte, status int) (*projections.Idempotency, bool) {
+	keys := r.Header["Idempotency-Key"]
+	if len(keys) > 1 {
+		// Which one a retry would carry is anyone's guess: neither is kept.
+		s.writeError(w, r, apiError(projections.EInvalid, "Idempotency-Key",
+			"send one Idempotency-Key header, not %d", len(keys)))
+		return nil, false
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		return nil, true

@@ -127,3 +127,27 @@ func TestAnIdempotencyKeyIsAtMost255Characters(t *testing.T) {
 		}
 	}
 }
+
+// Two Idempotency-Key headers are refused, and change nothing: a retry
+// carrying either one alone must not find an answer recorded under it.
+func TestTwoIdempotencyKeysAreRefused(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const body = `{"name":"Ava","sandbox_url":"https://s.example.com"}`
+	req := httptest.NewRequest("POST", "/v1/agents", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+ts.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header["Idempotency-Key"] = []string{"a", "b"}
+	w := httptest.NewRecorder()
+	ts.ServeHTTP(w, req)
+	if e := errorOf(t, w); w.Code != http.StatusBadRequest || e.Param != "Idempotency-Key" || !strings.Contains(e.Message, "one Idempotency-Key header") {
+		t.Fatalf("two keys: %d %+v; want 400 invalid_request on Idempotency-Key", w.Code, e)
+	}
+	if list := ts.do("GET", "/v1/agents", ""); strings.Contains(list.Body.String(), "agt_") {
+		t.Errorf("a refused request made an agent: %s", list.Body)
+	}
+	first := ts.do("POST", "/v1/agents", body, "Content-Type", "application/json", "Idempotency-Key", "a")
+	second := ts.do("POST", "/v1/agents", body, "Content-Type", "application/json", "Idempotency-Key", "b")
+	if first.Code != http.StatusCreated || second.Code != http.StatusCreated || first.Body.String() == second.Body.String() {
+		t.Errorf("keys a and b alone: %d %s and %d %s; want two new agents", first.Code, first.Body, second.Code, second.Body)
+	}
+}
