@@ -166,6 +166,18 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, want int) bool {
 	return true
 }
 
+// version prints the binary's version; it takes no argument.
+func (c *cli) version(args []string) int {
+	fs := flag.NewFlagSet("demosvc version", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), "usage: demosvc version\n\nPrints the binary's version.\n") }
+	if !c.parse(fs, args, 0) {
+		return c.usageExit()
+	}
+	fmt.Fprintf(c.stdout, "demosvc %s\n", version)
+	return exitOK
+}
+
 // usageExit is the exit code after parse returned false: 0 when it printed
 // the help asked for, 2 for a wrong command line.
 func (c *cli) usageExit() int {

@@ -277,3 +277,29 @@ func TestClusterPeersAreTheHostsOfTheRoutes(t *testing.T) {
 		t.Errorf("one node: clusterPeers = %v, want none", got)
 	}
 }
+
+// A wrong command line is exit 2, found before any data dir is opened: a
+// data dir that does not exist is not what the command complains of.
+func TestAWrongCommandLineIsExit2BeforeTheDataDir(t *testing.T) {
+	nowhere := filepath.Join(t.TempDir(), "never")
+	for _, args := range [][]string{
+		{"version", "--bogus"},
+		{"version", "extra"},
+		{"log", "--type", "no.such.type", "--data", nowhere},
+		{"log", "--account", "agt_01jbz0000000000000000000g1", "--data", nowhere},
+	} {
+		stderr, err := os.CreateTemp(t.TempDir(), "stderr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code := runWithStderr(t, stderr, args...)
+		said, _ := os.ReadFile(stderr.Name())
+		stderr.Close()
+		if code != exitUsage || strings.Contains(string(said), "no demosvc store") || strings.Contains(string(said), "no data dir") {
+			t.Errorf("demosvc %s: exit %d, %q; want exit 2 naming the argument", strings.Join(args, " "), code, said)
+		}
+	}
+	if out, code := runWithStderr(t, nil, "version", "--help"); code != exitOK || !strings.HasPrefix(out, "usage: demosvc version") {
+		t.Errorf("version --help: exit %d, %q", code, out)
+	}
+}

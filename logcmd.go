@@ -55,6 +55,19 @@ func (c *cli) logShow(args []string) int {
 	if !c.parse(fs, args, 0) {
 		return c.usageExit()
 	}
+	// Checked before the data dir is opened or a server asked, as any
+	// other value out of range (the server checks the types again).
+	reg := projections.NewRegistry()
+	for _, t := range types {
+		if !reg.Known(t) {
+			fmt.Fprintf(c.stderr, "demosvc log: --type %q is not an event type; known: %v\n", t, reg.Types())
+			return exitUsage
+		}
+	}
+	if *account != "" && !strings.HasPrefix(*account, "acc_") {
+		fmt.Fprintf(c.stderr, "demosvc log: --account %q is not an account id (acc_…)\n", *account)
+		return exitUsage
+	}
 	cfg, err := c.config(cf)
 	if err != nil {
 		return c.fail(cf, "%v", err)

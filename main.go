@@ -99,8 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "cluster":
 		return c.cluster(rest)
 	case "version", "--version":
-		fmt.Fprintf(c.stdout, "demosvc %s\n", version)
-		return exitOK
+		return c.version(rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
