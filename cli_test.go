@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -301,5 +302,30 @@ func TestAWrongCommandLineIsExit2BeforeTheDataDir(t *testing.T) {
 	}
 	if out, code := runWithStderr(t, nil, "version", "--help"); code != exitOK || !strings.HasPrefix(out, "usage: demosvc version") {
 		t.Errorf("version --help: exit %d, %q", code, out)
+	}
+}
+
+// http.max_header_bytes bounds the request line and headers as served,
+// net/http's own slack of 4 KiB included.
+func TestHeaderBlocksOverMaxHeaderBytesAre431(t *testing.T) {
+	data := t.TempDir()
+	serveInProcess(t, data, map[string]string{"DEMOSVC_HTTP_MAX_HEADER_BYTES": "16384"})
+	url, _ := serverReady(data)
+	status := func(size int) int {
+		// The request line and Host come to about 60 bytes beside X-Pad.
+		req, _ := http.NewRequest("GET", url+"/healthz", nil)
+		req.Header.Set("X-Pad", strings.Repeat("a", size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(16000); got != http.StatusOK {
+		t.Errorf("headers of about 16,060 bytes: %d, want 200", got)
+	}
+	if got := status(16500); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("headers of about 16,560 bytes: %d, want 431", got)
 	}
 }
