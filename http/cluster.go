@@ -58,6 +58,12 @@ type ClusterNode interface {
 	// and why once it stopped for good (an entry it could not apply);
 	// /readyz then answers 503 "not_following".
 	Following() error
+	// InTouch returns nil while this node hears from the cluster, and why
+	// once it has heard nothing for long enough that a writer elected
+	// meanwhile may have taken writes it does not see; /readyz then
+	// answers 503 "disconnected", and the node serves no request until it
+	// hears again.
+	InTouch() error
 }
 
 // ClusterOptions configures a cluster node's routing (Deps.Cluster).
@@ -207,6 +213,14 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			unavailable(w, "this node stopped following the cluster's log (see /readyz) and serves no requests: send them to another node")
 			return
 		}
+		if err := o.Node.InTouch(); err != nil && !openRoute(r.URL.Path) {
+			// Cut off from the cluster, this node's state may miss
+			// any change made since, as above, until it hears again.
+			setRoute(w, routeCluster)
+			w.Header().Set("Retry-After", "1")
+			unavailable(w, "this node has lost touch with the cluster (see /readyz) and serves no requests until it is back: send them to another node")
+			return
+		}
 		if !isWrite(r.Method) {
 			api.ServeHTTP(w, r)
 			return
@@ -339,6 +353,14 @@ func ClusterCollectors(node ClusterNode, log *eventlog.Log) []prometheus.Collect
 			Name: "demosvc_cluster_following", Help: "1 while this node applies the replicated log, 0 once it stopped at an entry it could not apply (/readyz: not_following).",
 		}, func() float64 {
 			if node.Following() != nil {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "demosvc_cluster_in_touch", Help: "1 while this node hears from the cluster, 0 once it has heard nothing for two lease TTLs (/readyz: disconnected).",
+		}, func() float64 {
+			if node.InTouch() != nil {
 				return 0
 			}
 			return 1

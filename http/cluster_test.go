@@ -24,6 +24,7 @@ func (n follower) Roles() []string    { return []string{"follower"} }
 func (n follower) Lag() uint64        { return 0 }
 func (n follower) Joined() error      { return nil }
 func (n follower) Following() error   { return nil }
+func (n follower) InTouch() error     { return nil }
 
 // node is a ClusterNode whose role a test sets: the writer, or a follower
 // of the writer at addr ("": no writer).
@@ -43,6 +44,7 @@ func (n *node) Roles() []string  { return nil }
 func (n *node) Lag() uint64      { return 0 }
 func (n *node) Joined() error    { return nil }
 func (n *node) Following() error { return nil }
+func (n *node) InTouch() error   { return nil }
 
 // testNodesSecret is the secret the test nodes share (serve derives it
 // from the master key).

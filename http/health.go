@@ -98,7 +98,7 @@ func (h *Health) Collectors() []prometheus.Collector {
 // "starting" until the state is rebuilt (ready false), 503 "read_only"
 // after a storage failure, 503 "log_damaged" when verification found a
 // break, 503 "not_following" on a cluster node that stopped applying the
-// replicated log, 503 "joining" on a cluster node that does not yet hold a
+// replicated log, 503 "disconnected" on one cut off from the cluster, 503 "joining" on a cluster node that does not yet hold a
 // current copy of it (so a rolling restart that waits for /readyz does not
 // stop the next node too early), else 200 "ready".
 func (h *Health) readiness(ready bool) http.HandlerFunc {
@@ -128,6 +128,12 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_following",
 					"reason": err.Error() + "; this node answers 503 to every request but /healthz, /readyz and /metrics", "applied_seq": h.log.DurableSeq(),
 					"applied_position": h.log.ReplPos()})
+				return
+			}
+			if err := (*p).InTouch(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "disconnected",
+					"reason":      err.Error() + "; this node answers 503 to every request but /healthz, /readyz and /metrics until it hears from the cluster again",
+					"applied_seq": h.log.DurableSeq(), "applied_position": h.log.ReplPos()})
 				return
 			}
 			if err := (*p).Joined(); err != nil {

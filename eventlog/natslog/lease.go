@@ -23,9 +23,10 @@ type LeaseValue struct {
 // compare-and-set on the key's revision: of two nodes that saw the same
 // revision, only one's write goes through.
 type lease struct {
-	kv  jetstream.KeyValue
-	key string
-	ttl time.Duration
+	kv    jetstream.KeyValue
+	key   string
+	ttl   time.Duration
+	heard func() // called when the bucket answered (may be nil)
 
 	mu         sync.Mutex
 	rev        uint64    // revision of our own last write
@@ -48,6 +49,9 @@ func (l *lease) try(ctx context.Context, node, addr string) (bool, error) {
 	}
 	var rev uint64
 	e, err := l.kv.Get(ctx, l.key)
+	if l.heard != nil && (err == nil || errors.Is(err, jetstream.ErrKeyNotFound)) {
+		l.heard()
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		rev, err = l.kv.Create(ctx, l.key, data)
@@ -112,6 +116,9 @@ func (l *lease) holder() LeaseValue {
 // lease, and the last value seen when the bucket does not answer.
 func (l *lease) read(ctx context.Context) LeaseValue {
 	e, err := l.kv.Get(ctx, l.key)
+	if l.heard != nil && (err == nil || errors.Is(err, jetstream.ErrKeyNotFound)) {
+		l.heard()
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return LeaseValue{}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -651,5 +654,131 @@ func TestAWriterStoppingStoresWhatItsDeliveriesFinish(t *testing.T) {
 	<-adone
 	if err := <-stored; err != nil {
 		t.Fatalf("an outcome written as the writer stops: %v; want it stored", err)
+	}
+}
+
+// relay forwards TCP connections to a server; cut closes them and stops
+// listening, as a network partition would, and restore listens again on
+// the same address.
+type relay struct {
+	t     *testing.T
+	to    string
+	addr  string
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func newRelay(t *testing.T, to string) *relay {
+	r := &relay{t: t, to: to, addr: "127.0.0.1:0"}
+	r.restore()
+	t.Cleanup(r.cut)
+	return r
+}
+
+func (r *relay) restore() {
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.ln, r.addr = ln, ln.Addr().String()
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", r.to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c, s)
+			r.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		r.ln.Close()
+		r.ln = nil
+	}
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+}
+
+// A node cut off from the cluster's NATS (a partition; the server it
+// connects to paused) says so once it has heard nothing for two lease
+// TTLs: /readyz answers 503 "disconnected", and it serves no request, so
+// that a key revoked meanwhile on another node does not work here. Once it
+// hears again it serves again.
+func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
+		ClientToken: testToken, DataDir: t.TempDir()}
+	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	link := newRelay(t, strings.TrimPrefix(a.node.srv.ClientURL(), "nats://"))
+	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second})
+	go a.node.Run(ctx, a.roles)
+	go b.node.Run(ctx, b.roles)
+	waitUntil(t, 30*time.Second, "a to be the writer", func() bool { return a.node.IsWriter() })
+	_, key, _, err := a.state.Bootstrap(ctx, "pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.log.WaitFor(ctx, a.log.DurableSeq()); err != nil {
+		t.Fatal(err)
+	}
+	health := demohttp.NewHealth(b.log, nil)
+	health.ClusterStatus(b.node)
+	routed := demohttp.NewServer(demohttp.Deps{Log: b.log, State: b.state, Config: config.Default(),
+		Logger: slog.New(slog.DiscardHandler), Health: health, Cluster: &demohttp.ClusterOptions{Node: b.node, Log: b.log,
+			NodeName: "b", Scheme: "http", ReadWait: time.Second, Logger: slog.New(slog.DiscardHandler)}})
+	get := func(path string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+key.Key)
+		routed.ServeHTTP(w, req)
+		return w
+	}
+	if w := get("/v1/account"); w.Code != http.StatusOK || b.node.InTouch() != nil {
+		t.Fatalf("b in touch: GET /v1/account = %d %s, InTouch %v", w.Code, w.Body, b.node.InTouch())
+	}
+
+	link.cut()
+	if _, err := a.state.RevokeKey(ctx, "cli", key.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "b to say it is out of touch", func() bool { return b.node.InTouch() != nil })
+	var ready struct{ Status, Reason string }
+	w := get("/readyz")
+	if err := json.Unmarshal(w.Body.Bytes(), &ready); err != nil || w.Code != http.StatusServiceUnavailable || ready.Status != "disconnected" {
+		t.Errorf("b's /readyz when cut off = %d %s; want 503 disconnected", w.Code, w.Body)
+	}
+	for _, path := range []string{"/v1/account", "/v1/agents"} {
+		if w := get(path); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "lost touch with the cluster") {
+			t.Errorf("GET %s on b cut off, with a key revoked meanwhile = %d %s; want 503", path, w.Code, w.Body)
+		}
+	}
+	if w := get("/healthz"); w.Code != http.StatusOK {
+		t.Errorf("/healthz on b cut off = %d", w.Code)
+	}
+
+	link.restore()
+	waitUntil(t, 30*time.Second, "b to hear from the cluster again", func() bool { return b.node.InTouch() == nil })
+	waitUntil(t, 30*time.Second, "b to apply the revocation", func() bool { return b.log.DurableSeq() == a.log.DurableSeq() })
+	if w := get("/v1/account"); w.Code != http.StatusUnauthorized {
+		t.Errorf("GET /v1/account on b back in touch with the revoked key = %d %s; want 401", w.Code, w.Body)
 	}
 }

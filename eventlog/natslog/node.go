@@ -58,6 +58,10 @@ type Node struct {
 	// when it applied its last one.
 	lag     atomic.Uint64
 	refused atomic.Uint64 // appends refused as stale
+	// contact is when (unix nanoseconds) this node last heard from the
+	// cluster's NATS: a lease read or written, the stream's head read, an
+	// entry applied or appended. 0 until Open has connected.
+	contact atomic.Int64
 	// joined is set once Joined has found this node's NATS server
 	// current (join.go).
 	joined atomic.Bool
@@ -125,8 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		case <-time.After(500 * time.Millisecond): // retry pace while peers start
 		}
 	}
-	n.writer = &lease{kv: n.kv, key: "writer", ttl: cfg.LeaseTTL}
-	n.dispatcher = &lease{kv: n.kv, key: "dispatcher", ttl: cfg.LeaseTTL}
+	n.writer = &lease{kv: n.kv, key: "writer", ttl: cfg.LeaseTTL, heard: n.touch}
+	n.dispatcher = &lease{kv: n.kv, key: "dispatcher", ttl: cfg.LeaseTTL, heard: n.touch}
+	n.touch()
 	return n, nil
 }
 
@@ -286,6 +291,31 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 	}
 }
 
+// outOfTouch is how many lease TTLs without a word from the cluster's
+// NATS make a node out of touch. Every node tries the writer lease four
+// times a TTL, and a follower reads the stream's head every stallCheck: a
+// node that heard nothing for two TTLs is cut off, and a writer elected
+// meanwhile takes writes it does not see.
+const outOfTouch = 2
+
+func (n *Node) touch() { n.contact.Store(time.Now().UnixNano()) }
+
+// InTouch returns nil while this node hears from the cluster's NATS, and
+// once it has heard nothing for two lease TTLs, why: it may miss any
+// change made since (a key revoked, a user disabled), so it serves no
+// requests until it hears again (/readyz: "disconnected").
+func (n *Node) InTouch() error {
+	last := n.contact.Load()
+	if last == 0 {
+		return nil
+	}
+	if d := time.Since(time.Unix(0, last)); d > outOfTouch*n.cfg.LeaseTTL {
+		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %d lease TTLs): this node may miss changes made since",
+			d.Round(time.Second), outOfTouch)
+	}
+	return nil
+}
+
 // Following returns nil while this node follows the stream (or has yet to
 // start), and once Follow stopped for good, why.
 func (n *Node) Following() error {
@@ -363,6 +393,7 @@ func (n *Node) followFrom(ctx context.Context, from uint64, apply func(pos uint6
 		}
 		applied.Store(meta.Sequence.Stream)
 		n.lag.Store(meta.NumPending)
+		n.touch()
 	}
 }
 
@@ -372,6 +403,7 @@ func (n *Node) Head(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	n.touch()
 	return info.State.LastSeq, nil
 }
 
