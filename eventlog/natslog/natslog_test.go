@@ -782,3 +782,34 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 		t.Errorf("GET /v1/account on b back in touch with the revoked key = %d %s; want 401", w.Code, w.Body)
 	}
 }
+
+// A data dir that has applied the stream further than the stream goes (a
+// node restored from a backup onto NATS storage that is not the one it was
+// written with) is refused at start, naming both positions and what to do,
+// where it came up and never took a write.
+func TestADataDirAheadOfTheStreamIsRefused(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.log.WaitFor(ctx, a.log.DurableSeq()); err != nil {
+		t.Fatal(err)
+	}
+	b.pause()
+	// Another cluster's NATS storage: a stream that is empty.
+	srvCfg := &ServerConfig{Cluster: "t2", Node: "c", Listen: "127.0.0.1:-1", DataDir: t.TempDir()}
+	other, err := Open(ctx, Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	err = other.CatchUp(ctx, b.log)
+	var ahead *AheadError
+	if !errors.As(err, &ahead) || ahead.Applied != b.log.ReplPos() || ahead.Head != 0 || !strings.Contains(err.Error(), "Backup and restore") {
+		t.Fatalf("CatchUp of a data dir ahead of the stream: %v; want an AheadError at %d of 0", err, b.log.ReplPos())
+	}
+	if err := b.node.CatchUp(ctx, b.log); err != nil {
+		t.Errorf("CatchUp on its own stream: %v", err)
+	}
+}

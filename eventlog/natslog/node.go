@@ -425,6 +425,21 @@ func (n *Node) Close() {
 	}
 }
 
+// AheadError refuses a data dir that has applied the stream further than
+// the stream goes: a node restored from a backup onto a cluster whose NATS
+// storage was lost or replaced. Its next entries would never come (the
+// stream's next positions are other entries), and as the writer its
+// appends, which expect its own last position, would all be refused.
+type AheadError struct{ Applied, Head uint64 }
+
+func (e *AheadError) Error() string {
+	return fmt.Sprintf("this data dir has applied the cluster's stream up to position %d, but the stream ends at %d: "+
+		"its NATS storage (cluster.data_dir) is not the one this data dir was written with, as after a restore "+
+		"from a backup without it. Restore the NATS storage with the data dir, or restore a cluster as README "+
+		"\"Backup and restore\" says (export the log, import it into a new data dir, serve it as a single node)",
+		e.Applied, e.Head)
+}
+
 // CatchUp waits until this node has applied every entry the stream held
 // when it was called, Follow has stopped for good (it then returns nil:
 // the node starts, answering 503 but for /healthz, /readyz and /metrics,
@@ -433,6 +448,9 @@ func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
 	head, err := n.Head(ctx)
 	if err != nil {
 		return err
+	}
+	if pos := log.ReplPos(); pos > head {
+		return &AheadError{Applied: pos, Head: head}
 	}
 	for log.ReplPos() < head && n.Following() == nil {
 		select {
