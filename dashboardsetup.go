@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,11 +20,16 @@ import (
 // newDashboard returns the dashboard serve mounts on the API's address,
 // or nil when dashboard.enabled is off.
 func newDashboard(cfg *config.Config, state *projections.Projections, logger *slog.Logger, clock func() time.Time,
-	deliveries *delivery.Dispatcher, health *demohttp.Health) nethttp.Handler {
+	deliveries *delivery.Dispatcher, health *demohttp.Health, masterKey []byte) nethttp.Handler {
 	if !cfg.Dashboard.Enabled {
 		return nil
 	}
-	return dashboard.New(dashboard.Deps{State: state, Config: cfg, Logger: logger, Clock: clock, Deliveries: deliveries, Health: health})
+	// The key of the sessions' use cookie, the same on every node of a
+	// cluster (they share the master key) and on every start.
+	mac := hmac.New(sha256.New, masterKey)
+	mac.Write([]byte("demosvc dashboard: session last use"))
+	return dashboard.New(dashboard.Deps{State: state, Config: cfg, Logger: logger, Clock: clock, Deliveries: deliveries, Health: health,
+		UseKey: mac.Sum(nil)})
 }
 
 // dashboardURL is the base of printed dashboard links: dashboard.public_url,

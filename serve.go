@@ -319,7 +319,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 	}
 	api := demohttp.NewServer(demohttp.Deps{Log: log, State: state, Config: cfg, Logger: logger, AccessLog: access, Metrics: metrics,
 		Deliveries: deliveries, Clock: ids.Now, Stopping: stopping, Health: health,
-		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health), Cluster: cluster})
+		Dashboard: newDashboard(cfg, state, logger, ids.Now, deliveries, health, masterKey), Cluster: cluster})
 	if node != nil {
 		// Ready once this node holds what the cluster held when it came
 		// up: a load balancer then never sends a read to a node far behind.

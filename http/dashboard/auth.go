@@ -1,10 +1,15 @@
 package dashboard
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	demohttp "demosvc/http"
 	"demosvc/projections"
@@ -37,6 +42,57 @@ func (db *Dashboard) setSessionCookie(w http.ResponseWriter, r *http.Request, to
 func (db *Dashboard) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: db.cookieName(r), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: db.secureCookies(r)})
+	if db.deps.UseKey != nil {
+		http.SetCookie(w, &http.Cookie{Name: db.useCookieName(r), Value: "", Path: "/", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: db.secureCookies(r)})
+	}
+}
+
+// The use cookie says when a session was last used: "UNIX.MAC", the MAC
+// (HMAC-SHA256 under Deps.UseKey, base64url) over the session token's
+// hash and the time. It can only tell a use that a node of this service
+// saw: a client can send an older one, never a later one, and it counts
+// only beside its own session cookie.
+
+func (db *Dashboard) useCookieName(r *http.Request) string { return db.cookieName(r) + "_used" }
+
+func (db *Dashboard) useMAC(token string, unix int64) string {
+	mac := hmac.New(sha256.New, db.deps.UseKey)
+	h := projections.TokenHash(token)
+	mac.Write(h[:])
+	mac.Write([]byte(strconv.FormatInt(unix, 10)))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// setUseCookie records now as the last use of token's session.
+func (db *Dashboard) setUseCookie(w http.ResponseWriter, r *http.Request, token string) {
+	if db.deps.UseKey == nil {
+		return
+	}
+	now := db.deps.Clock().Unix()
+	http.SetCookie(w, &http.Cookie{
+		Name: db.useCookieName(r), Value: strconv.FormatInt(now, 10) + "." + db.useMAC(token, now), Path: "/",
+		MaxAge:   int(db.sessions.MaxAge().Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: db.secureCookies(r),
+	})
+}
+
+// lastUse returns the last use of token's session that r's use cookie
+// proves; zero without one that holds.
+func (db *Dashboard) lastUse(r *http.Request, token string) time.Time {
+	if db.deps.UseKey == nil {
+		return time.Time{}
+	}
+	ck, err := r.Cookie(db.useCookieName(r))
+	if err != nil {
+		return time.Time{}
+	}
+	at, mac, ok := strings.Cut(ck.Value, ".")
+	unix, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || !hmac.Equal([]byte(mac), []byte(db.useMAC(token, unix))) {
+		return time.Time{}
+	}
+	return time.Unix(unix, 0)
 }
 
 func clientOf(r *http.Request) projections.ClientInfo {

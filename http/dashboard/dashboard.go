@@ -29,6 +29,12 @@ type Deps struct {
 	// Health tells the audit page how far the log's chain is verified;
 	// nil: the status line says it is not known.
 	Health *demohttp.Health
+	// UseKey signs the cookie that tells when a session was last used
+	// (derived from the master key, so every node of a cluster shares it):
+	// a node that did not see a session's last use takes it from the
+	// cookie, where the idle timeout would otherwise count from sign-in.
+	// nil: each node goes by the uses it saw.
+	UseKey []byte
 }
 
 // Dashboard is the dashboard's http.Handler. Every route runs behind
@@ -183,6 +189,9 @@ func (c *caller) isAdmin() bool { return c.User.Role == projections.RoleAdmin }
 func (db *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *caller), adminOnly bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := db.caller(r)
+		if ok {
+			db.setUseCookie(w, r, c.token)
+		}
 		if !ok {
 			target := "/login"
 			if r.Method == http.MethodGet && r.URL.Path != "/" {
@@ -206,7 +215,7 @@ func (db *Dashboard) caller(r *http.Request) (*caller, bool) {
 	if err != nil {
 		return nil, false
 	}
-	info, ok := db.sessions.Lookup(ck.Value)
+	info, ok := db.sessions.Lookup(ck.Value, db.lastUse(r, ck.Value))
 	if !ok {
 		return nil, false
 	}

@@ -39,8 +39,10 @@ func (s *Sessions) MaxAge() time.Duration { return s.max }
 func (s *Sessions) Now() time.Time { return s.clock() }
 
 // Lookup returns the live session of token and counts this as its use;
-// false for a session that is not live (see the invariant).
-func (s *Sessions) Lookup(token string) (projections.SessionInfo, bool) {
+// false for a session that is not live (see the invariant). used is a
+// last use another node saw (the zero time when none is known), which
+// counts as one this store saw.
+func (s *Sessions) Lookup(token string, used time.Time) (projections.SessionInfo, bool) {
 	if token == "" {
 		return projections.SessionInfo{}, false
 	}
@@ -59,6 +61,12 @@ func (s *Sessions) Lookup(token string) (projections.SessionInfo, bool) {
 	last, seen := s.lastSeen[h]
 	if !seen || last.Before(info.SignedInAt) {
 		last = info.SignedInAt
+	}
+	if used.After(now) {
+		used = now // another node's clock runs ahead of this one's
+	}
+	if used.After(last) {
+		last = used
 	}
 	if now.Sub(last) >= s.idle {
 		delete(s.lastSeen, h)
