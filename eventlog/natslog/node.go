@@ -241,6 +241,7 @@ func (n *Node) Append(entry []byte, after uint64) (uint64, error) {
 			"after", after, "err", err)
 		return 0, err
 	}
+	n.touch()
 	return ack.Sequence, nil
 }
 
@@ -292,7 +293,7 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 }
 
 // outOfTouch is how many lease TTLs without a word from the cluster's
-// NATS make a node out of touch. Every node tries the writer lease four
+// NATS make a node out of touch (and at least three stall checks). Every node tries the writer lease four
 // times a TTL, and a follower reads the stream's head every stallCheck: a
 // node that heard nothing for two TTLs is cut off, and a writer elected
 // meanwhile takes writes it does not see.
@@ -309,9 +310,12 @@ func (n *Node) InTouch() error {
 	if last == 0 {
 		return nil
 	}
-	if d := time.Since(time.Unix(0, last)); d > outOfTouch*n.cfg.LeaseTTL {
-		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %d lease TTLs): this node may miss changes made since",
-			d.Round(time.Second), outOfTouch)
+	// A node whose role loop is held up (a dispatcher stopping waits for
+	// its deliveries) still reads the stream's head every stallCheck.
+	limit := max(outOfTouch*n.cfg.LeaseTTL, 3*stallCheck)
+	if d := time.Since(time.Unix(0, last)); d > limit {
+		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %s): this node may miss changes made since",
+			d.Round(time.Second), limit)
 	}
 	return nil
 }
