@@ -167,7 +167,7 @@ func (c *cli) runServer(cfg *config.Config, logger *slog.Logger, access *demohtt
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-		MaxHeaderBytes:    headerLimit(cfg.HTTP.MaxHeaderBytes),
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 2)
@@ -480,12 +480,3 @@ func clusterPeers(cfg *config.Config, logger *slog.Logger) []netip.Prefix {
 	}
 	return out
 }
-
-// netHTTPHeaderSlack is what net/http reads of a request's head beyond
-// its Server.MaxHeaderBytes before it answers 431.
-const netHTTPHeaderSlack = 4096
-
-// headerLimit is the Server.MaxHeaderBytes that makes net/http refuse a
-// request whose line and headers exceed n bytes, http.max_header_bytes,
-// rather than n + 4 KiB. Under 4097 bytes the slack alone is the limit.
-func headerLimit(n int) int { return max(n-netHTTPHeaderSlack, 1) }
