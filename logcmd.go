@@ -64,9 +64,12 @@ func (c *cli) logShow(args []string) int {
 			return exitUsage
 		}
 	}
-	if *account != "" && !strings.HasPrefix(*account, "acc_") {
+	if *account != "" && !strings.HasPrefix(strings.ToLower(*account), "acc_") {
 		fmt.Fprintf(c.stderr, "demosvc log: --account %q is not an account id (acc_…)\n", *account)
 		return exitUsage
+	}
+	if _, ok := projections.ParseID("acc_", strings.ToLower(*account)); ok {
+		*account = strings.ToLower(*account) // as the log writes ids; the API takes either case too
 	}
 	cfg, err := c.config(cf)
 	if err != nil {

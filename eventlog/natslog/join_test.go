@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"demosvc/eventlog"
 	"demosvc/eventlog/eventlogtest"
 )
 
@@ -139,4 +140,67 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 		return false
 	})
 	t.Logf("%s stopped; a node of the two left took the writer lease and appended after %v", names[victim], time.Since(start))
+}
+
+// A node of three embedded servers left alone (the other two stopped, as a
+// partition leaves it) says it is out of touch: its own server answers a
+// lease read from its copy of the bucket, which is no word from the
+// cluster, and nothing a quorum answers comes.
+func TestANodeLeftAloneIsOutOfTouch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three NATS servers: not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	names := []string{"a", "b", "c"}
+	routes := eventlogtest.FreeAddrs(t, len(names))
+	nodes := make([]*Node, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		cfg := Config{Replicas: 3, LeaseTTL: time.Second, Server: &ServerConfig{Cluster: "t", Node: name,
+			Listen: routes[i], Routes: routes, RoutePassword: "route-secret", DataDir: t.TempDir()}}
+		wg.Add(1)
+		go func() { defer wg.Done(); nodes[i], errs[i] = Open(ctx, cfg) }()
+	}
+	wg.Wait()
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	}()
+	for i := range nodes {
+		if errs[i] != nil {
+			t.Fatalf("opening %s: %v", names[i], errs[i])
+		}
+	}
+	c := nodes[2]
+	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	log, err := eventlog.OpenLog(store, eventlog.Options{Registry: eventlog.NewRegistry(), IDs: eventlog.NewIDs(time.Now), Replicator: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	rctx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Add(2)
+	go func() { defer running.Done(); c.Run(rctx, Roles{Node: "c", Addr: "c:1", Log: log}) }()
+	go func() {
+		defer running.Done()
+		c.Follow(rctx, log, func(uint64, []byte) error { return nil })
+	}()
+	defer func() { stop(); running.Wait() }()
+	if err := c.InTouch(); err != nil {
+		t.Fatalf("c with its peers: %v", err)
+	}
+	nodes[0].Close()
+	nodes[1].Close()
+	nodes[0], nodes[1] = nil, nil
+	waitUntil(t, 60*time.Second, "c to say it is out of touch", func() bool { return c.InTouch() != nil })
 }

@@ -26,7 +26,7 @@ type lease struct {
 	kv    jetstream.KeyValue
 	key   string
 	ttl   time.Duration
-	heard func() // called when the bucket answered (may be nil)
+	heard func() // called when the bucket's quorum took a write (may be nil)
 
 	mu         sync.Mutex
 	rev        uint64    // revision of our own last write
@@ -49,9 +49,6 @@ func (l *lease) try(ctx context.Context, node, addr string) (bool, error) {
 	}
 	var rev uint64
 	e, err := l.kv.Get(ctx, l.key)
-	if l.heard != nil && (err == nil || errors.Is(err, jetstream.ErrKeyNotFound)) {
-		l.heard()
-	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		rev, err = l.kv.Create(ctx, l.key, data)
@@ -83,6 +80,12 @@ func (l *lease) try(ctx context.Context, node, addr string) (bool, error) {
 	l.mu.Lock()
 	l.rev, l.validUntil, l.seen = rev, start.Add(l.ttl), val
 	l.mu.Unlock()
+	if l.heard != nil {
+		// A write the bucket's quorum took. A read is no word from the
+		// cluster: a node's own server answers it from its copy, cut off
+		// or not.
+		l.heard()
+	}
 	return true, nil
 }
 
@@ -116,9 +119,6 @@ func (l *lease) holder() LeaseValue {
 // lease, and the last value seen when the bucket does not answer.
 func (l *lease) read(ctx context.Context) LeaseValue {
 	e, err := l.kv.Get(ctx, l.key)
-	if l.heard != nil && (err == nil || errors.Is(err, jetstream.ErrKeyNotFound)) {
-		l.heard()
-	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return LeaseValue{}

@@ -786,8 +786,13 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 // A data dir that has applied the stream further than the stream goes (a
 // node restored from a backup onto NATS storage that is not the one it was
 // written with) is refused at start, naming both positions and what to do,
-// where it came up and never took a write.
+// where it came up and never took a write; once the head has been asked
+// again for a while, since a server recovering the stream reads it short.
 func TestADataDirAheadOfTheStreamIsRefused(t *testing.T) {
+	// A head short of the data dir is asked again for headWait, as a
+	// server recovering the stream after a restart reads one for a while.
+	defer func(d time.Duration) { headWait = d }(headWait)
+	headWait = 3 * time.Second
 	ctx, a, b := testCluster(t)
 	a.node.keepWriter(ctx, a.roles)
 	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
@@ -811,5 +816,54 @@ func TestADataDirAheadOfTheStreamIsRefused(t *testing.T) {
 	}
 	if err := b.node.CatchUp(ctx, b.log); err != nil {
 		t.Errorf("CatchUp on its own stream: %v", err)
+	}
+}
+
+// lockedBuffer is a log destination the test reads while a node writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A start that cannot read the stream's head (its NATS out of reach, the
+// stream between leaders) asks again rather than giving the start up at
+// the first failure, and goes on once it can (the stream is empty here,
+// so that only the head's read is waited for).
+func TestCatchUpAsksForTheHeadAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
+		ClientToken: testToken, DataDir: t.TempDir()}
+	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	link := newRelay(t, strings.TrimPrefix(a.node.srv.ClientURL(), "nats://"))
+	var logs lockedBuffer
+	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	link.cut()
+	caught := make(chan error, 1)
+	go func() { caught <- b.node.CatchUp(ctx, b.log) }()
+	waitUntil(t, 30*time.Second, "a failed read of the head", func() bool {
+		return strings.Contains(logs.String(), "reading the stream's head; trying again")
+	})
+	link.restore()
+	select {
+	case err := <-caught:
+		if err != nil {
+			t.Fatalf("CatchUp once the head could be read: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("CatchUp did not end once the head could be read; b logged:\n%s", logs.String())
 	}
 }

@@ -3,6 +3,7 @@ package natslog
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,9 +59,10 @@ type Node struct {
 	// when it applied its last one.
 	lag     atomic.Uint64
 	refused atomic.Uint64 // appends refused as stale
-	// contact is when (unix nanoseconds) this node last heard from the
-	// cluster's NATS: a lease read or written, the stream's head read, an
-	// entry applied or appended. 0 until Open has connected.
+	// contact is when a quorum of the cluster's NATS last took a write of
+	// this node's (its heartbeat, a lease, an entry), as the monotonic
+	// time since born; 0 until Open has connected.
+	born    time.Time
 	contact atomic.Int64
 	// joined is set once Joined has found this node's NATS server
 	// current (join.go).
@@ -85,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, logger: cfg.Logger}
+	n := &Node{cfg: cfg, logger: cfg.Logger, born: time.Now()}
 	var err error
 	if cfg.Server != nil {
 		srvCfg := *cfg.Server
@@ -292,14 +294,16 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 	}
 }
 
-// outOfTouch is how many lease TTLs without a word from the cluster's
-// NATS make a node out of touch (and at least three stall checks). Every node tries the writer lease four
-// times a TTL, and a follower reads the stream's head every stallCheck: a
-// node that heard nothing for two TTLs is cut off, and a writer elected
-// meanwhile takes writes it does not see.
+// outOfTouch is how many lease TTLs without a write a quorum took make a
+// node out of touch (and at least 6 s). Every node writes its heartbeat
+// four times a TTL: a node none of whose writes went through for two TTLs
+// is cut off, and a writer elected meanwhile takes writes it does not see.
+// Reads are no proof: a node's own server answers a lease read from its
+// copy of the bucket, and a stream's info from a leader that has lost its
+// quorum, cut off or not.
 const outOfTouch = 2
 
-func (n *Node) touch() { n.contact.Store(time.Now().UnixNano()) }
+func (n *Node) touch() { n.contact.Store(int64(time.Since(n.born)) + 1) }
 
 // InTouch returns nil while this node hears from the cluster's NATS, and
 // once it has heard nothing for two lease TTLs, why: it may miss any
@@ -310,14 +314,36 @@ func (n *Node) InTouch() error {
 	if last == 0 {
 		return nil
 	}
-	// A node whose role loop is held up (a dispatcher stopping waits for
-	// its deliveries) still reads the stream's head every stallCheck.
+	since := time.Since(n.born) - time.Duration(last-1) // monotonic: a clock step is no silence
 	limit := max(outOfTouch*n.cfg.LeaseTTL, 3*stallCheck)
-	if d := time.Since(time.Unix(0, last)); d > limit {
+	if d := since; d > limit {
 		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %s): this node may miss changes made since",
 			d.Round(time.Second), limit)
 	}
 	return nil
+}
+
+// heartbeat writes this node's heartbeat to the lease bucket four times a
+// lease TTL until ctx is done: each write a quorum takes is word from the
+// cluster (InTouch). It runs beside the role loop, which a dispatcher
+// stopping can hold up.
+func (n *Node) heartbeat(ctx context.Context, node string) {
+	key := "heartbeat_" + hex.EncodeToString([]byte(node))
+	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	for {
+		hctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/2)
+		_, err := n.kv.Put(hctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		cancel()
+		if err == nil {
+			n.touch()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Following returns nil while this node follows the stream (or has yet to
@@ -397,7 +423,6 @@ func (n *Node) followFrom(ctx context.Context, from uint64, apply func(pos uint6
 		}
 		applied.Store(meta.Sequence.Stream)
 		n.lag.Store(meta.NumPending)
-		n.touch()
 	}
 }
 
@@ -407,7 +432,6 @@ func (n *Node) Head(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n.touch()
 	return info.State.LastSeq, nil
 }
 
@@ -444,17 +468,44 @@ func (e *AheadError) Error() string {
 		e.Applied, e.Head)
 }
 
+// headWait is how long CatchUp asks for the stream's head before it gives
+// the start up.
+var headWait = time.Minute
+
 // CatchUp waits until this node has applied every entry the stream held
 // when it was called, Follow has stopped for good (it then returns nil:
 // the node starts, answering 503 but for /healthz, /readyz and /metrics,
 // and /readyz says why), or ctx is done.
 func (n *Node) CatchUp(ctx context.Context, log *eventlog.Log) error {
-	head, err := n.Head(ctx)
-	if err != nil {
-		return err
-	}
-	if pos := log.ReplPos(); pos > head {
-		return &AheadError{Applied: pos, Head: head}
+	// The stream may be between leaders, or this node's own server still
+	// recovering it after a restart (its head reads short of what this
+	// data dir applied): the head is asked again for a while before the
+	// start is given up.
+	var head uint64
+	var err error
+	for give := time.Now().Add(headWait); ; {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		head, err = n.Head(hctx)
+		cancel()
+		pos := log.ReplPos()
+		if err == nil && pos <= head {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(give) {
+			if err != nil {
+				return fmt.Errorf("reading the stream's head: %w", err)
+			}
+			return &AheadError{Applied: pos, Head: head}
+		}
+		if err != nil {
+			n.logger.Warn("reading the stream's head; trying again", "err", err)
+		} else {
+			n.logger.Warn("the stream's head is short of what this data dir applied; asking again", "head", head, "applied", pos)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // retry pace while the stream elects a leader or recovers
+		}
 	}
 	for log.ReplPos() < head && n.Following() == nil {
 		select {

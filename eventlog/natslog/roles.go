@@ -37,6 +37,9 @@ type Roles struct {
 // starts dispatching once the old one released it or it ran out, and the
 // old one's writes are refused from the moment the new one's fence is in.
 func (n *Node) Run(ctx context.Context, r Roles) {
+	beating := make(chan struct{})
+	go func() { defer close(beating); n.heartbeat(ctx, r.Node) }()
+	defer func() { <-beating }()
 	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
 	defer tick.Stop()
 	var d struct {

@@ -13,9 +13,11 @@ import (
 // disabled, its password not set since) and it is younger than its
 // absolute maximum age (fixed in the log at sign-in) and it was used within
 // the idle timeout. The log holds only the SHA-256 of each token. Last use
-// is kept in memory only, as writing an event per request would make every
-// page view a write: after a restart a session's last use counts from its
-// sign-in, so a restart can only shorten sessions, never extend them.
+// is kept in memory, as writing an event per request would make every page
+// view a write, and in the signed use cookie (auth.go), which tells it to a
+// node that did not see it (a restart, another node of a cluster); without
+// that cookie a session's last use counts from its sign-in, so a lost
+// cookie or a restart can only shorten sessions, never extend them.
 type Sessions struct {
 	state *projections.Projections
 	clock func() time.Time
