@@ -146,21 +146,10 @@ func TestADeclaredOversizedBodyIsRefusedBeforeItIsAskedFor(t *testing.T) {
 	ts := newTestServer(t, nil)
 	srv := httptest.NewServer(ts)
 	defer srv.Close()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "POST /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-		"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n", ts.key, ts.deps.Config.HTTP.MaxBodyBytes+1)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e ErrorBody
-	json.NewDecoder(resp.Body).Decode(&e)
-	resp.Body.Close()
+	// Only the head is sent: the answer must come without the body.
+	resp, e := rawExchange(t, strings.TrimPrefix(srv.URL, "http://"), fmt.Sprintf("POST /v1/agents HTTP/1.1\r\nHost: x\r\n"+
+		"Authorization: Bearer %s\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
+		ts.key, ts.deps.Config.HTTP.MaxBodyBytes+1))
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Error.Code != EPayloadTooLarge {
 		t.Errorf("first answer %d %+v; want 413 %s before the body is asked for", resp.StatusCode, e.Error, EPayloadTooLarge)
 	}
@@ -194,24 +183,10 @@ func TestAPIPathsHoweverWrittenAndConnectGetErrorObjects(t *testing.T) {
 		{"CONNECT /v1/agents", 401, EUnauthorized},
 	} {
 		dashboardSaw = ""
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(conn, tc.line+" HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			conn.Close()
-			t.Fatalf("%s: %v", tc.line, err)
-		}
-		var e ErrorBody
-		derr := json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
-		conn.Close()
-		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || derr != nil || e.Error.Code != tc.code {
-			t.Errorf("%s: %d %q %+v (%v); want %d application/json with code %q", tc.line, resp.StatusCode,
-				resp.Header.Get("Content-Type"), e.Error, derr, tc.status, tc.code)
+		resp, e := rawExchange(t, addr, tc.line+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || e.Error.Code != tc.code {
+			t.Errorf("%s: %d %q %+v; want %d application/json with code %q", tc.line, resp.StatusCode,
+				resp.Header.Get("Content-Type"), e.Error, tc.status, tc.code)
 		}
 		if dashboardSaw != "" {
 			t.Errorf("%s: handed to the dashboard (%s)", tc.line, dashboardSaw)
@@ -220,25 +195,12 @@ func TestAPIPathsHoweverWrittenAndConnectGetErrorObjects(t *testing.T) {
 	// Signed in, such a path is an unknown route of the API.
 	acc, _ := ts.state.CreateAccount(t.Context(), "cli", "A", projections.PlanEnterprise, 0)
 	key, _ := ts.state.CreateKey(t.Context(), "cli", acc.ID)
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, "GET //v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key.Key+"\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e ErrorBody
-	json.NewDecoder(resp.Body).Decode(&e)
-	resp.Body.Close()
+	resp, e := rawExchange(t, addr, "GET //v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key.Key+"\r\n\r\n")
 	if resp.StatusCode != 404 || e.Error.Code != "not_found" {
 		t.Errorf("GET //v1/agents signed in: %d %+v; want 404 not_found", resp.StatusCode, e.Error)
 	}
 	// The dashboard still gets its own paths.
-	resp, err = http.Get(srv.URL + "/settings")
+	resp, err := http.Get(srv.URL + "/settings")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,4 +208,26 @@ func TestAPIPathsHoweverWrittenAndConnectGetErrorObjects(t *testing.T) {
 	if resp.StatusCode != http.StatusTeapot || dashboardSaw != "GET /settings" {
 		t.Errorf("GET /settings: %d, the dashboard saw %q", resp.StatusCode, dashboardSaw)
 	}
+}
+
+// rawExchange sends request as it is on a new connection to addr and
+// returns the first answer, with its body read as an error object (zero
+// when it is not one).
+func rawExchange(t *testing.T, addr, request string) (*http.Response, ErrorBody) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, request)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%.40q: %v", request, err)
+	}
+	var e ErrorBody
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	return resp, e
 }

@@ -669,6 +669,16 @@ type relay struct {
 	conns []net.Conn
 }
 
+// relayedCluster starts a node on an embedded server and a relay to that
+// server's client port, for a second node to connect through.
+func relayedCluster(t *testing.T, ctx context.Context) (*replica, *relay) {
+	t.Helper()
+	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
+		ClientToken: testToken, DataDir: t.TempDir()}
+	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
+	return a, newRelay(t, strings.TrimPrefix(a.node.srv.ClientURL(), "nats://"))
+}
+
 func newRelay(t *testing.T, to string) *relay {
 	r := &relay{t: t, to: to, addr: "127.0.0.1:0"}
 	r.restore()
@@ -725,10 +735,7 @@ func (r *relay) cut() {
 func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
-		ClientToken: testToken, DataDir: t.TempDir()}
-	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
-	link := newRelay(t, strings.TrimPrefix(a.node.srv.ClientURL(), "nats://"))
+	a, link := relayedCluster(t, ctx)
 	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second})
 	go a.node.Run(ctx, a.roles)
 	go b.node.Run(ctx, b.roles)
@@ -844,10 +851,7 @@ func (l *lockedBuffer) String() string {
 func TestCatchUpAsksForTheHeadAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srvCfg := &ServerConfig{Cluster: "t", Node: "a", Listen: "127.0.0.1:-1", ClientListen: "127.0.0.1:-1",
-		ClientToken: testToken, DataDir: t.TempDir()}
-	a := newReplica(t, ctx, "a", Config{Server: srvCfg, Replicas: 1, LeaseTTL: time.Second})
-	link := newRelay(t, strings.TrimPrefix(a.node.srv.ClientURL(), "nats://"))
+	_, link := relayedCluster(t, ctx)
 	var logs lockedBuffer
 	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
