@@ -871,3 +871,21 @@ func TestCatchUpAsksForTheHeadAgain(t *testing.T) {
 		t.Fatalf("CatchUp did not end once the head could be read; b logged:\n%s", logs.String())
 	}
 }
+
+// A follower whose connection is cut while it starts following (the
+// request that makes its consumer lost on the way) follows again once the
+// connection is back, where it waited for that answer for good.
+func TestAFollowerCutWhileItStartsFollowsOnceBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, link := relayedCluster(t, ctx)
+	a.node.keepWriter(ctx, a.roles)
+	if _, _, _, err := a.state.Bootstrap(ctx, "pro"); err != nil {
+		t.Fatal(err)
+	}
+	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second})
+	link.cut()
+	waitUntil(t, 30*time.Second, "b's connection to notice the cut", func() bool { return !b.node.nc.IsConnected() })
+	link.restore()
+	waitUntil(t, 60*time.Second, "b to apply a's records", func() bool { return b.log.DurableSeq() == a.log.DurableSeq() })
+}

@@ -295,13 +295,19 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 }
 
 // outOfTouch is how many lease TTLs without a write a quorum took make a
-// node out of touch (and at least 6 s). Every node writes its heartbeat
+// node out of touch (and at least minOutOfTouch). Every node writes its heartbeat
 // four times a TTL: a node none of whose writes went through for two TTLs
 // is cut off, and a writer elected meanwhile takes writes it does not see.
 // Reads are no proof: a node's own server answers a lease read from its
 // copy of the bucket, and a stream's info from a leader that has lost its
 // quorum, cut off or not.
 const outOfTouch = 2
+
+// minOutOfTouch is the shortest silence that makes a node out of touch:
+// longer than NATS takes to elect a new leader of the lease bucket after
+// its leader died (4 to 9 s), during which no node's heartbeat goes
+// through, though nothing is cut off and no writer can be elected.
+const minOutOfTouch = 15 * time.Second
 
 func (n *Node) touch() { n.contact.Store(int64(time.Since(n.born)) + 1) }
 
@@ -315,7 +321,7 @@ func (n *Node) InTouch() error {
 		return nil
 	}
 	since := time.Since(n.born) - time.Duration(last-1) // monotonic: a clock step is no silence
-	limit := max(outOfTouch*n.cfg.LeaseTTL, 3*stallCheck)
+	limit := max(outOfTouch*n.cfg.LeaseTTL, minOutOfTouch)
 	if d := since; d > limit {
 		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %s): this node may miss changes made since",
 			d.Round(time.Second), limit)
@@ -364,7 +370,12 @@ func (n *Node) followFrom(ctx context.Context, from uint64, apply func(pos uint6
 	if from > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1}
 	}
-	cons, err := n.js.OrderedConsumer(ctx, StreamName, cfg)
+	// The request that makes the consumer waits as long as its ctx lets
+	// it: one lost with a connection (cut while it was on its way) would
+	// hold this node's following for good.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cons, err := n.js.OrderedConsumer(cctx, StreamName, cfg)
+	cancel()
 	if err != nil {
 		return err
 	}
