@@ -295,9 +295,10 @@ func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uin
 }
 
 // outOfTouch is how many lease TTLs without a write a quorum took make a
-// node out of touch (and at least minOutOfTouch). Every node writes its heartbeat
-// four times a TTL: a node none of whose writes went through for two TTLs
-// is cut off, and a writer elected meanwhile takes writes it does not see.
+// node out of touch (and at least minOutOfTouch). Every node writes its
+// heartbeat four times a TTL: a node none of whose writes went through for
+// two TTLs is cut off, and a writer elected meanwhile takes writes it does
+// not see.
 // Reads are no proof: a node's own server answers a lease read from its
 // copy of the bucket, and a stream's info from a leader that has lost its
 // quorum, cut off or not.
@@ -311,10 +312,11 @@ const minOutOfTouch = 15 * time.Second
 
 func (n *Node) touch() { n.contact.Store(int64(time.Since(n.born)) + 1) }
 
-// InTouch returns nil while this node hears from the cluster's NATS, and
-// once it has heard nothing for two lease TTLs, why: it may miss any
-// change made since (a key revoked, a user disabled), so it serves no
-// requests until it hears again (/readyz: "disconnected").
+// InTouch returns nil while this node's writes go through the cluster's
+// NATS, and once none has for two lease TTLs (at least minOutOfTouch),
+// why: it may miss any change made since (a key revoked, a user
+// disabled), so it serves no requests until one goes through again
+// (/readyz: "disconnected").
 func (n *Node) InTouch() error {
 	last := n.contact.Load()
 	if last == 0 {
@@ -322,9 +324,9 @@ func (n *Node) InTouch() error {
 	}
 	since := time.Since(n.born) - time.Duration(last-1) // monotonic: a clock step is no silence
 	limit := max(outOfTouch*n.cfg.LeaseTTL, minOutOfTouch)
-	if d := since; d > limit {
+	if since > limit {
 		return fmt.Errorf("no answer from the cluster's NATS for %s (more than %s): this node may miss changes made since",
-			d.Round(time.Second), limit)
+			since.Round(time.Second), limit)
 	}
 	return nil
 }
@@ -473,7 +475,7 @@ type AheadError struct{ Applied, Head uint64 }
 
 func (e *AheadError) Error() string {
 	return fmt.Sprintf("this data dir has applied the cluster's stream up to position %d, but the stream ends at %d: "+
-		"its NATS storage (cluster.data_dir) is not the one this data dir was written with, as after a restore "+
+		"its NATS storage (DATA/nats) is not the one this data dir was written with, as after a restore "+
 		"from a backup without it. Restore the NATS storage with the data dir, or restore a cluster as README "+
 		"\"Backup and restore\" says (export the log, import it into a new data dir, serve it as a single node)",
 		e.Applied, e.Head)
