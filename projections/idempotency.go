@@ -291,9 +291,9 @@ func (p *Projections) storedResponse(r *idemRecord) ([]byte, error) {
 	return stored.Response, nil
 }
 
-// release lets the records of a group whose commit is durable drop their
+// dropHeldAnswers lets the records of a group whose commit is durable drop their
 // Response: a replay reads it from the store from now on.
-func release(rs []*idemRecord) {
+func dropHeldAnswers(rs []*idemRecord) {
 	for _, r := range rs {
 		r.Response = nil
 	}

@@ -366,7 +366,7 @@ func (p *Projections) finish(f *flight) {
 			p.broken = true
 			failAll(f.outs, err)
 		} else {
-			release(f.idem)
+			dropHeldAnswers(f.idem)
 			if f.auth {
 				p.publishAuth()
 			}
