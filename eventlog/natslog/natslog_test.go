@@ -737,9 +737,11 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 	defer cancel()
 	a, link := relayedCluster(t, ctx)
 	b := newReplica(t, ctx, "b", Config{NATSURL: withToken("nats://" + link.addr), Replicas: 1, LeaseTTL: time.Second})
+	// a takes the lease before b runs at all: started together, either
+	// could, and the cut is b's.
 	go a.node.Run(ctx, a.roles)
-	go b.node.Run(ctx, b.roles)
 	waitUntil(t, 30*time.Second, "a to be the writer", func() bool { return a.node.IsWriter() })
+	go b.node.Run(ctx, b.roles)
 	_, key, _, err := a.state.Bootstrap(ctx, "pro")
 	if err != nil {
 		t.Fatal(err)
