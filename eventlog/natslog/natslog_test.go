@@ -765,10 +765,14 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 		t.Fatalf("b in touch: GET /v1/account = %d %s, InTouch %v", w.Code, w.Body, b.node.InTouch())
 	}
 
+	// b applies nothing while it is cut off, nor once back until it
+	// follows again below: as a consumer slow to start over does.
+	b.pause()
 	link.cut()
 	if _, err := a.state.RevokeKey(ctx, "cli", key.ID); err != nil {
 		t.Fatal(err)
 	}
+	revokedAt := a.log.ReplPos()
 	waitUntil(t, 30*time.Second, "b to say it is out of touch", func() bool { return b.node.InTouch() != nil })
 	var ready struct{ Status, Reason string }
 	w := get("/readyz")
@@ -785,8 +789,22 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 	}
 
 	link.restore()
-	waitUntil(t, 30*time.Second, "b to hear from the cluster again", func() bool { return b.node.InTouch() == nil })
-	waitUntil(t, 30*time.Second, "b to apply the revocation", func() bool { return b.log.DurableSeq() == a.log.DurableSeq() })
+	// b is in touch again only once it has applied what it missed.
+	waitUntil(t, 30*time.Second, "b's heartbeat to go through again", func() bool { return b.node.silence() == nil })
+	if err := b.node.InTouch(); err == nil {
+		t.Errorf("b in touch again at position %d, short of the revocation it missed at %d", b.log.ReplPos(), revokedAt)
+	}
+	if w := get("/v1/account"); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("GET /v1/account on b back but behind = %d %s; want 503", w.Code, w.Body)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- b.node.Follow(fctx, b.log, b.state.ApplyEntry) }()
+	defer func() { stop(); <-followed }()
+	waitUntil(t, 30*time.Second, "b to be in touch again", func() bool { return b.node.InTouch() == nil })
+	if pos := b.log.ReplPos(); pos < revokedAt {
+		t.Errorf("b in touch again at position %d, short of the revocation it missed at %d", pos, revokedAt)
+	}
 	if w := get("/v1/account"); w.Code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/account on b back in touch with the revoked key = %d %s; want 401", w.Code, w.Body)
 	}

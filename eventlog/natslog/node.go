@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,12 @@ type Node struct {
 	// time since born; 0 until Open has connected.
 	born    time.Time
 	contact atomic.Int64
+	// rejoin is the stream's head when this node heard from the cluster
+	// again after a silence: it is not in touch until it has applied
+	// that far (what it missed meanwhile). 0 when none; unknownHead until
+	// the heartbeat has read it. follows is the log Follow applies to.
+	rejoin  atomic.Uint64
+	follows atomic.Pointer[eventlog.Log]
 	// joined is set once Joined has found this node's NATS server
 	// current (join.go).
 	joined atomic.Bool
@@ -274,6 +281,7 @@ var retryPace = time.Second
 // not take it again, since it can never catch up to a fence. It goes on
 // serving what it holds; /readyz says it is not following.
 func (n *Node) Follow(ctx context.Context, log *eventlog.Log, apply func(pos uint64, data []byte) error) error {
+	n.follows.Store(log)
 	for {
 		err := n.followFrom(ctx, log.ReplPos(), apply)
 		switch {
@@ -310,14 +318,49 @@ const outOfTouch = 2
 // through, though nothing is cut off and no writer can be elected.
 const minOutOfTouch = 15 * time.Second
 
-func (n *Node) touch() { n.contact.Store(int64(time.Since(n.born)) + 1) }
+func (n *Node) touch() {
+	if n.silence() != nil {
+		// Back after a silence: the stream may have taken entries this
+		// node has yet to apply (a key revoked meanwhile). It is in touch
+		// once it has applied as far as the head, which the heartbeat
+		// reads now that a quorum answers.
+		n.rejoin.Store(unknownHead)
+	}
+	n.contact.Store(int64(time.Since(n.born)) + 1)
+}
+
+// unknownHead is rejoin until the heartbeat has read the stream's head.
+const unknownHead = math.MaxUint64
 
 // InTouch returns nil while this node's writes go through the cluster's
 // NATS, and once none has for two lease TTLs (at least minOutOfTouch),
 // why: it may miss any change made since (a key revoked, a user
 // disabled), so it serves no requests until one goes through again
-// (/readyz: "disconnected").
+// (/readyz: "disconnected") and it has applied what the stream took
+// meanwhile.
 func (n *Node) InTouch() error {
+	if err := n.silence(); err != nil {
+		return err
+	}
+	if head := n.rejoin.Load(); head != 0 {
+		var pos uint64
+		if l := n.follows.Load(); l != nil {
+			pos = l.ReplPos()
+		}
+		switch {
+		case head == unknownHead:
+			return errors.New("back in touch with the cluster's NATS, reading how far the log goes")
+		case pos < head:
+			return fmt.Errorf("back in touch with the cluster's NATS, applying what this node missed: at position %d of %d", pos, head)
+		}
+		n.rejoin.CompareAndSwap(head, 0)
+	}
+	return nil
+}
+
+// silence returns nil while this node's writes go through, and once none
+// has for two lease TTLs (at least minOutOfTouch), how long it has been.
+func (n *Node) silence() error {
 	last := n.contact.Load()
 	if last == 0 {
 		return nil
@@ -342,10 +385,15 @@ func (n *Node) heartbeat(ctx context.Context, node string) {
 	for {
 		hctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/2)
 		_, err := n.kv.Put(hctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-		cancel()
 		if err == nil {
 			n.touch()
+			if n.rejoin.Load() == unknownHead {
+				if head, err := n.Head(hctx); err == nil {
+					n.rejoin.CompareAndSwap(unknownHead, head)
+				}
+			}
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
