@@ -99,7 +99,7 @@ type Config struct {
 		NATSURL      string        // cluster.nats_url: an external NATS cluster instead of the embedded server
 		Replicas     int           // cluster.replicas: copies of the log stream
 		LeaseTTL     time.Duration // cluster.lease_ttl
-		ReadWait     time.Duration // cluster.read_wait: the longest X-Min-Seq wait
+		ReadWait     time.Duration // cluster.read_wait: the longest X-Min-Seq (X-Min-Position) wait
 		Advertise    string        // cluster.advertise: host:port other nodes reach this node's API at
 		// Mutual TLS on the embedded NATS server's routes, or on the
 		// connection to cluster.nats_url: all three or none

@@ -130,7 +130,7 @@ var keyTable = []keyDef{
 		func(c *Config) any { return &c.Cluster.Replicas }, func(c *Config) error { return between(c.Cluster.Replicas, 1, 5) }},
 	{"cluster.lease_ttl", "how long the writer and dispatcher leases last without renewal (>= 1s)",
 		func(c *Config) any { return &c.Cluster.LeaseTTL }, func(c *Config) error { return atLeast(c.Cluster.LeaseTTL, time.Second) }},
-	{"cluster.read_wait", "how long a request with X-Min-Seq waits for this node to apply that seq",
+	{"cluster.read_wait", "how long a request with X-Min-Seq or X-Min-Position waits for this node to apply that far",
 		func(c *Config) any { return &c.Cluster.ReadWait }, func(c *Config) error { return positive(c.Cluster.ReadWait) }},
 	{"cluster.advertise", "host:port the other nodes reach this node's API at, to forward writes (empty = listen, which must then name this node: not every address, nor loopback while cluster.routes names other hosts)",
 		func(c *Config) any { return &c.Cluster.Advertise }, func(c *Config) error { return emptyOr(c.Cluster.Advertise, hostPort) }},

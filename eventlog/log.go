@@ -66,8 +66,14 @@ type Log struct {
 	durable atomic.Uint64
 	failed  atomic.Pointer[error]
 	// replPos is the replicated log's position of the last entry the
-	// store holds (replica.go); it moves under head.
-	replPos atomic.Uint64
+	// store holds (replica.go); it moves under head (setReplPos).
+	// posMoved is closed the next time it moves, while posWaiting says
+	// someone waits (WaitForPos): an entry that holds no record moves it
+	// and not the durable seq.
+	replPos    atomic.Uint64
+	posMu      sync.Mutex
+	posMoved   chan struct{}
+	posWaiting atomic.Bool
 
 	mu      sync.Mutex
 	advance chan struct{} // closed and replaced each time durable moves
@@ -255,6 +261,49 @@ func (l *Log) WaitFor(ctx context.Context, seq uint64) error {
 			return ErrClosed
 		}
 	}
+}
+
+// WaitForPos blocks until ReplPos() >= pos, ctx is done, or the log
+// closes. On a cluster's node it waits for an entry that holds no record
+// (delivery state only), which WaitFor cannot tell.
+func (l *Log) WaitForPos(ctx context.Context, pos uint64) error {
+	for {
+		l.posMu.Lock()
+		if l.posMoved == nil {
+			l.posMoved = make(chan struct{})
+		}
+		ch := l.posMoved
+		l.posWaiting.Store(true)
+		l.posMu.Unlock()
+		// After posWaiting is set: a position stored before it is seen
+		// here, one stored after closes ch.
+		if l.replPos.Load() >= pos {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// setReplPos moves the replicated log's position, waking WaitForPos's
+// callers; it costs an atomic load when nobody waits.
+func (l *Log) setReplPos(pos uint64) {
+	l.replPos.Store(pos)
+	if !l.posWaiting.Load() {
+		return
+	}
+	l.posMu.Lock()
+	if l.posMoved != nil {
+		close(l.posMoved)
+		l.posMoved = nil
+	}
+	l.posWaiting.Store(false)
+	l.posMu.Unlock()
 }
 
 // Read calls fn for every durable record with from <= seq <= to, in order.

@@ -189,7 +189,7 @@ func (l *Log) ApplyEntry(pos uint64, data []byte, apply func(recs []Record, payl
 		l.failed.Store(&err)
 		return err
 	}
-	l.replPos.Store(pos)
+	l.setReplPos(pos)
 	if len(recs) == 0 {
 		return nil
 	}

@@ -314,7 +314,7 @@ func (t *Txn) commitReplicated() error {
 		return l.fail(fmt.Errorf("commit: %v", err))
 	}
 	if t.pos != 0 {
-		l.replPos.Store(t.pos)
+		l.setReplPos(t.pos)
 	}
 	l.durableMu.Lock()
 	records := int(t.next - l.next)

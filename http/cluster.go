@@ -29,13 +29,18 @@ import (
 // until it has applied the write before it answers, so the client reads
 // its write on the node it asked. Every write's answer carries X-Seq, the
 // log seq the write is at or below; a request with X-Min-Seq: N waits,
-// up to cluster.read_wait, until the node has applied seq N.
+// up to cluster.read_wait, until the node has applied seq N. It carries
+// X-Position too, the position in the replicated log the write is at or
+// below, and X-Min-Position waits for that: a write that adds only
+// delivery state (a delivery's retry) moves the position, not the seq.
 
 // Headers of the cluster protocol.
 const (
-	HeaderSeq       = "X-Seq"
-	HeaderMinSeq    = "X-Min-Seq"
-	headerForwarded = "X-Demosvc-Forwarded-By"
+	HeaderSeq         = "X-Seq"
+	HeaderMinSeq      = "X-Min-Seq"
+	HeaderPosition    = "X-Position"
+	HeaderMinPosition = "X-Min-Position"
+	headerForwarded   = "X-Demosvc-Forwarded-By"
 )
 
 // ClusterNode is what the API needs to know of the cluster.
@@ -180,15 +185,22 @@ func newClusterHandler(api http.Handler, o ClusterOptions) http.Handler {
 			if id := resp.Request.Context().Value(forwardKey{}).(forward).requestID; id != "" {
 				resp.Header.Set(headerRequestID, id)
 			}
-			// Answer only once this node has applied the write.
+			// Answer only once this node has applied the write: its
+			// records (X-Seq) and the entry it is in (X-Position; a
+			// delivery's retry adds no record).
 			seq, err := strconv.ParseUint(resp.Header.Get(HeaderSeq), 10, 64)
 			if err != nil {
 				return nil // refused before any write (an error object)
 			}
+			pos, _ := strconv.ParseUint(resp.Header.Get(HeaderPosition), 10, 64)
 			ctx, cancel := context.WithTimeout(resp.Request.Context(), o.ReadWait)
 			defer cancel()
-			if err := o.Log.WaitFor(ctx, seq); err != nil {
-				o.Logger.Warn("answering a forwarded write before this node applied it", "seq", seq, "err", err)
+			err = o.Log.WaitFor(ctx, seq)
+			if err == nil {
+				err = o.Log.WaitForPos(ctx, pos)
+			}
+			if err != nil {
+				o.Logger.Warn("answering a forwarded write before this node applied it", "seq", seq, "position", pos, "err", err)
 			}
 			return nil
 		},
@@ -264,26 +276,41 @@ const (
 )
 
 // awaitMinSeq waits, on a cluster node, until the node has applied the
-// seq an authenticated request's X-Min-Seq names. It answers and returns
-// false when the header is not a seq, or the node did not get there
-// within cluster.read_wait.
+// seq an authenticated request's X-Min-Seq names and the position its
+// X-Min-Position names. It answers and returns false when a header is
+// not a number, or the node did not get there within cluster.read_wait
+// (both waits together).
 func (s *Server) awaitMinSeq(w http.ResponseWriter, r *http.Request) bool {
-	v := r.Header.Get(HeaderMinSeq)
-	if v == "" {
+	seqv, posv := r.Header.Get(HeaderMinSeq), r.Header.Get(HeaderMinPosition)
+	if seqv == "" && posv == "" {
 		return true
 	}
-	min, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		s.writeError(w, r, apiError(projections.EInvalid, HeaderMinSeq, "X-Min-Seq must be a log seq (a non-negative integer)"))
-		return false
+	var seq, pos uint64
+	var err error
+	if seqv != "" {
+		if seq, err = strconv.ParseUint(seqv, 10, 64); err != nil {
+			s.writeError(w, r, apiError(projections.EInvalid, HeaderMinSeq, "X-Min-Seq must be a log seq (a non-negative integer)"))
+			return false
+		}
+	}
+	if posv != "" {
+		if pos, err = strconv.ParseUint(posv, 10, 64); err != nil {
+			s.writeError(w, r, apiError(projections.EInvalid, HeaderMinPosition, "X-Min-Position must be a position in the replicated log (a non-negative integer)"))
+			return false
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.deps.Cluster.ReadWait)
-	err = s.deps.Log.WaitFor(ctx, min)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if err := s.deps.Log.WaitFor(ctx, seq); err != nil {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, apiError(EUnavailable, "", "this node has applied the log up to seq %d, not yet %s; retry, or ask another node",
-			s.deps.Log.DurableSeq(), v))
+			s.deps.Log.DurableSeq(), seqv))
+		return false
+	}
+	if err := s.deps.Log.WaitForPos(ctx, pos); err != nil {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, apiError(EUnavailable, "", "this node has applied the replicated log up to position %d, not yet %s; retry, or ask another node",
+			s.deps.Log.ReplPos(), posv))
 		return false
 	}
 	return true

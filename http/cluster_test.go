@@ -109,9 +109,9 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 	for _, expect := range []string{"", "100-continue"} {
 		resp := do("POST", "/v1/agents", ts.key, "Expect", expect)
 		ids := resp.Header.Values(headerRequestID)
-		if resp.StatusCode != http.StatusCreated || len(ids) != 1 || resp.Header.Get(HeaderSeq) == "" {
-			t.Fatalf("a forwarded write (Expect %q): %d, X-Request-Id %q, X-Seq %q; want 201, one id and a seq",
-				expect, resp.StatusCode, ids, resp.Header.Get(HeaderSeq))
+		if resp.StatusCode != http.StatusCreated || len(ids) != 1 || resp.Header.Get(HeaderSeq) == "" || resp.Header.Get(HeaderPosition) == "" {
+			t.Fatalf("a forwarded write (Expect %q): %d, X-Request-Id %q, X-Seq %q, X-Position %q; want 201, one id, a seq and a position",
+				expect, resp.StatusCode, ids, resp.Header.Get(HeaderSeq), resp.Header.Get(HeaderPosition))
 		}
 		if l := line(followerLogs, ids[0]); !strings.Contains(l, "route=forwarded") || !strings.Contains(l, "status=201") {
 			t.Errorf("the follower's line of the forwarded write (Expect %q): %q", expect, l)
@@ -144,18 +144,22 @@ func TestTheClusterLayerAnswersThroughFront(t *testing.T) {
 		}
 	}
 
-	// X-Min-Seq past the head: 401 at once for a bad key, 503 once the
-	// wait runs out for a good one, 400 for one that is not a seq.
-	for _, c := range []struct {
-		key, minSeq string
-		want        int
-	}{
-		{"sk_live_bad", "1000000", http.StatusUnauthorized},
-		{ts.key, "1000000", http.StatusServiceUnavailable},
-		{ts.key, "soon", http.StatusBadRequest},
-	} {
-		if resp := do("GET", "/v1/agents", c.key, HeaderMinSeq, c.minSeq); resp.StatusCode != c.want {
-			t.Errorf("X-Min-Seq %s with key %.8s: %d, want %d", c.minSeq, c.key, resp.StatusCode, c.want)
+	// X-Min-Seq or X-Min-Position past the head: 401 at once for a bad
+	// key, 503 once the wait runs out for a good one, 400 for one that is
+	// not a number; reached, 200.
+	for _, header := range []string{HeaderMinSeq, HeaderMinPosition} {
+		for _, c := range []struct {
+			key, min string
+			want     int
+		}{
+			{"sk_live_bad", "1000000", http.StatusUnauthorized},
+			{ts.key, "1000000", http.StatusServiceUnavailable},
+			{ts.key, "soon", http.StatusBadRequest},
+			{ts.key, "0", http.StatusOK},
+		} {
+			if resp := do("GET", "/v1/agents", c.key, header, c.min); resp.StatusCode != c.want {
+				t.Errorf("%s %s with key %.8s: %d, want %d", header, c.min, c.key, resp.StatusCode, c.want)
+			}
 		}
 	}
 
@@ -265,6 +269,35 @@ func TestAWriterTrustsTheNodeThatForwardedAWrite(t *testing.T) {
 	resp.Body.Close()
 	if seen != "127.0.0.1:0" {
 		t.Errorf("the writer's dashboard saw %q for a client's own marker and chain, want the client's peer 127.0.0.1", seen)
+	}
+}
+
+// A follower answers a forwarded write once it has applied the entry the
+// writer's answer names (X-Position), not only its records (X-Seq): a
+// delivery's retry adds an entry and no record. Past cluster.read_wait it
+// answers anyway, and says so.
+func TestAForwardedWriteWaitsForItsPosition(t *testing.T) {
+	for _, c := range []struct {
+		seq, pos string
+		waits    bool
+	}{{"0", "1000000", true}, {"1000000", "0", true}, {"0", "0", false}} {
+		writer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(HeaderSeq, c.seq)
+			w.Header().Set(HeaderPosition, c.pos)
+			w.WriteHeader(http.StatusOK)
+		}))
+		ts := newTestServer(t, nil) // at position 0: no replicated log
+		logs := &syncBuffer{}
+		f := newClusterHandler(http.NotFoundHandler(), ClusterOptions{Node: follower{addr: strings.TrimPrefix(writer.URL, "http://")},
+			Log: ts.deps.Log, NodeName: "n2", Scheme: "http", ReadWait: 200 * time.Millisecond, ForwardTimeout: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(logs, nil)), Secret: testNodesSecret})
+		w := httptest.NewRecorder()
+		f.ServeHTTP(w, httptest.NewRequest("POST", "/v1/webhooks/wh_1/deliveries/dlv_1/retry", nil))
+		writer.Close()
+		warned := strings.Contains(logs.String(), "answering a forwarded write before this node applied it")
+		if w.Code != http.StatusOK || warned != c.waits {
+			t.Errorf("writer's answer at seq %s, position %s: %d, warned %v (want %v)\n%s", c.seq, c.pos, w.Code, warned, c.waits, logs)
+		}
 	}
 }
 

@@ -29,7 +29,8 @@ type exchange struct {
 	params    httprouter.Params     // set by handle
 	principal projections.Principal // set by authenticated
 	// seqs, on a cluster's writer, is the log whose durable head goes in
-	// a write's answer as X-Seq (cluster.go).
+	// a write's answer as X-Seq, and its position as X-Position
+	// (cluster.go).
 	seqs *eventlog.Log
 }
 
@@ -43,7 +44,9 @@ func (e *exchange) WriteHeader(status int) {
 		if e.seqs != nil && status < 400 {
 			// A refused write made nothing to wait for: a follower that
 			// forwarded it answers at once (a 401 is not held).
-			e.Header().Set(HeaderSeq, strconv.FormatUint(e.seqs.DurableSeq(), 10))
+			h := e.Header()
+			h.Set(HeaderSeq, strconv.FormatUint(e.seqs.DurableSeq(), 10))
+			h.Set(HeaderPosition, strconv.FormatUint(e.seqs.ReplPos(), 10))
 		}
 	}
 	e.ResponseWriter.WriteHeader(status)

@@ -40,7 +40,7 @@ type Deps struct {
 	// /metrics; nil leaves them a JSON 404.
 	Dashboard http.Handler
 	// Cluster routes requests on a cluster node (cluster.go): writes to
-	// the writer, X-Seq, X-Min-Seq. nil on a single node.
+	// the writer, X-Seq, X-Min-Seq, X-Position, X-Min-Position. nil on a single node.
 	Cluster *ClusterOptions
 }
 

@@ -562,6 +562,45 @@ func TestStateWritesReachEveryNode(t *testing.T) {
 	}
 }
 
+// WaitForPos on a follower returns once it has applied an entry that
+// holds no record (delivery state), which moves its position and not its
+// seq: what a forwarded delivery retry's answer waits for (X-Position).
+func TestAFollowerWaitsForAnEntryWithoutRecords(t *testing.T) {
+	ctx, a, b := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if !a.node.IsWriter() {
+		t.Fatal("a did not take the free writer lease")
+	}
+	b.pause()
+	seq, pos := b.log.DurableSeq(), b.log.ReplPos()
+	waited := make(chan error, 1)
+	go func() { waited <- b.log.WaitForPos(ctx, pos+1) }()
+	key := []byte{eventlog.KeyspaceDelivery, 'w'}
+	if err := a.log.WriteSync([]eventlog.Put{{Key: key, Value: []byte("1")}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.log.ReplPos() != pos+1 || a.log.DurableSeq() != seq {
+		t.Fatalf("a at seq %d, position %d after a write of state; want %d, %d", a.log.DurableSeq(), a.log.ReplPos(), seq, pos+1)
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitForPos(%d) on b, which applies nothing, returned %v", pos+1, err)
+	default:
+	}
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- b.node.Follow(fctx, b.log, b.state.ApplyEntry) }()
+	defer func() { stop(); <-followed }()
+	select {
+	case err := <-waited:
+		if err != nil || b.log.ReplPos() != pos+1 {
+			t.Fatalf("WaitForPos(%d) on b: %v at position %d", pos+1, err, b.log.ReplPos())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("WaitForPos(%d) on b still waits at position %d", pos+1, b.log.ReplPos())
+	}
+}
+
 // Only the writer dispatches: a node that is not the writer leaves the
 // dispatcher lease alone, however free, and takes it once it writes.
 func TestOnlyTheWriterDispatches(t *testing.T) {
