@@ -385,7 +385,7 @@ func ClusterCollectors(node ClusterNode, log *eventlog.Log) []prometheus.Collect
 			return 1
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "demosvc_cluster_in_touch", Help: "1 while this node hears from the cluster, 0 once no write of its has gone through for two lease TTLs, at least 15 s (/readyz: disconnected).",
+			Name: "demosvc_cluster_in_touch", Help: "1 while this node hears from the cluster, 0 once no write of its has gone through for two lease TTLs, at least 15 s, and until, back, it has applied what it missed (/readyz: disconnected).",
 		}, func() float64 {
 			if node.InTouch() != nil {
 				return 0

@@ -132,7 +132,7 @@ func (h *Health) readiness(ready bool) http.HandlerFunc {
 			}
 			if err := (*p).InTouch(); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "disconnected",
-					"reason":      err.Error() + "; this node answers 503 to every request but /healthz, /readyz and /metrics until it hears from the cluster again",
+					"reason":      err.Error() + "; this node answers 503 to every request but /healthz, /readyz and /metrics until it hears from the cluster again and has applied what it missed",
 					"applied_seq": h.log.DurableSeq(), "applied_position": h.log.ReplPos()})
 				return
 			}

@@ -3,10 +3,13 @@ package natslog
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"demosvc/eventlog"
 	"demosvc/eventlog/eventlogtest"
@@ -208,4 +211,109 @@ func TestANodeLeftAloneIsOutOfTouch(t *testing.T) {
 	nodes[1].Close()
 	nodes[0], nodes[1] = nil, nil
 	waitUntil(t, 60*time.Second, "c to say it is out of touch", func() bool { return c.InTouch() != nil })
+}
+
+// A node back from a partition of its NATS server reads the head it must
+// apply before it serves again from the stream's leader, not from its own
+// server's copy, which answers stream info from what it held when it was
+// cut off until it hears of the leader elected meanwhile (found by
+// review: the gate let it serve at once, 2 runs in 3). Three servers
+// whose routes go through relays; c's are cut, and c applies nothing
+// until it follows again.
+func TestANodeBackFromAPartitionReadsTheLeadersHead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three NATS servers: not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	names := []string{"a", "b", "c"}
+	routes := eventlogtest.FreeAddrs(t, 3)
+	relays := make([][]*relay, 3) // relays[i][j]: i's route to j
+	for i := range relays {
+		relays[i] = make([]*relay, 3)
+		for j := range relays[i] {
+			if i != j {
+				relays[i][j] = newRelay(t, routes[j])
+			}
+		}
+	}
+	srvs := make([]*server.Server, 3)
+	for i, name := range names {
+		host, port, _ := splitHostPort(routes[i])
+		var via []string
+		for j := range names {
+			if j != i {
+				via = append(via, "nats://"+relays[i][j].addr)
+			}
+		}
+		opts := &server.Options{ServerName: name, JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"),
+			Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: testToken, NoSigs: true,
+			// An address nothing listens on: gossip would route around the relays.
+			Cluster: server.ClusterOpts{Name: "t", Host: host, Port: port, Advertise: "127.0.0.1:1"},
+			Routes:  server.RoutesFromStr(strings.Join(via, ","))}
+		s, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("server %s not ready", name)
+		}
+		srvs[i] = s
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	}
+	// Each Open waits for a quorum: start them together.
+	opened := make([]chan *replica, 3)
+	for _, i := range []int{0, 2} {
+		opened[i] = make(chan *replica, 1)
+		go func() {
+			opened[i] <- newReplica(t, ctx, names[i], Config{NATSURL: withToken(srvs[i].ClientURL()), Replicas: 3, LeaseTTL: time.Second})
+		}()
+	}
+	a, c := <-opened[0], <-opened[2]
+	go a.node.Run(ctx, a.roles)
+	waitUntil(t, 60*time.Second, "a to be the writer", func() bool { return a.node.IsWriter() })
+	go c.node.Run(ctx, c.roles)
+	write := func(k byte) {
+		waitUntil(t, 60*time.Second, "a write of state", func() bool {
+			return a.log.WriteSync([]eventlog.Put{{Key: []byte{eventlog.KeyspaceDelivery, k}, Value: []byte("1")}}, nil, nil) == nil
+		})
+	}
+	write('1')
+	waitUntil(t, 30*time.Second, "c to apply it", func() bool { return c.log.ReplPos() == a.log.ReplPos() })
+
+	c.pause()
+	cut := func(cut bool) {
+		for _, p := range [][2]int{{0, 2}, {1, 2}, {2, 0}, {2, 1}} {
+			if cut {
+				relays[p[0]][p[1]].cut()
+			} else {
+				relays[p[0]][p[1]].restore()
+			}
+		}
+	}
+	cut(true)
+	for k := byte('2'); k < '5'; k++ {
+		write(k)
+	}
+	head := a.log.ReplPos()
+	waitUntil(t, 60*time.Second, "c out of touch", func() bool { return c.node.InTouch() != nil })
+	cut(false)
+	waitUntil(t, 60*time.Second, "c to read the head back in touch", func() bool {
+		return c.node.silence() == nil && c.node.rejoin.Load() != unknownHead
+	})
+	if got := c.node.rejoin.Load(); got < head {
+		t.Errorf("c read the head at %d back in touch; a wrote up to %d", got, head)
+	}
+	if err := c.node.InTouch(); err == nil {
+		t.Errorf("c in touch at position %d, short of %d", c.log.ReplPos(), head)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- c.node.Follow(fctx, c.log, c.state.ApplyEntry) }()
+	defer func() { stop(); <-followed }()
+	waitUntil(t, 60*time.Second, "c in touch again", func() bool { return c.node.InTouch() == nil })
+	if pos := c.log.ReplPos(); pos < head {
+		t.Errorf("c in touch again at position %d, short of %d", pos, head)
+	}
 }

@@ -576,6 +576,7 @@ func TestAFollowerWaitsForAnEntryWithoutRecords(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- b.log.WaitForPos(ctx, pos+1) }()
 	key := []byte{eventlog.KeyspaceDelivery, 'w'}
+	a.node.keepWriter(ctx, a.roles) // renewed: a slow machine may have taken most of its TTL
 	if err := a.log.WriteSync([]eventlog.Put{{Key: key, Value: []byte("1")}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -68,9 +68,11 @@ type Node struct {
 	// rejoin is the stream's head when this node heard from the cluster
 	// again after a silence: it is not in touch until it has applied
 	// that far (what it missed meanwhile). 0 when none; unknownHead until
-	// the heartbeat has read it. follows is the log Follow applies to.
-	rejoin  atomic.Uint64
-	follows atomic.Pointer[eventlog.Log]
+	// the heartbeat has read it (rejoinHead). rejoinAt is when the
+	// silence ended, as contact is. follows is the log Follow applies to.
+	rejoin   atomic.Uint64
+	rejoinAt atomic.Int64
+	follows  atomic.Pointer[eventlog.Log]
 	// joined is set once Joined has found this node's NATS server
 	// current (join.go).
 	joined atomic.Bool
@@ -324,6 +326,7 @@ func (n *Node) touch() {
 		// node has yet to apply (a key revoked meanwhile). It is in touch
 		// once it has applied as far as the head, which the heartbeat
 		// reads now that a quorum answers.
+		n.rejoinAt.Store(int64(time.Since(n.born)))
 		n.rejoin.Store(unknownHead)
 	}
 	n.contact.Store(int64(time.Since(n.born)) + 1)
@@ -380,6 +383,7 @@ func (n *Node) silence() error {
 // stopping can hold up.
 func (n *Node) heartbeat(ctx context.Context, node string) {
 	key := "heartbeat_" + hex.EncodeToString([]byte(node))
+	var read headRead
 	tick := time.NewTicker(n.cfg.LeaseTTL / 4)
 	defer tick.Stop()
 	for {
@@ -388,9 +392,7 @@ func (n *Node) heartbeat(ctx context.Context, node string) {
 		if err == nil {
 			n.touch()
 			if n.rejoin.Load() == unknownHead {
-				if head, err := n.Head(hctx); err == nil {
-					n.rejoin.CompareAndSwap(unknownHead, head)
-				}
+				n.rejoinHead(hctx, &read)
 			}
 		}
 		cancel()
@@ -400,6 +402,52 @@ func (n *Node) heartbeat(ctx context.Context, node string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// rejoinConfirm is how long after its first read of the stream's head,
+// back from a silence, a node reads it again before it takes the higher
+// of the two as what it must apply: longer than NATS takes (its Raft
+// heartbeat, 1 s) to tell a stream leader that was cut off with this node,
+// and still answers as the leader, that another was elected meanwhile.
+const rejoinConfirm = 2 * time.Second
+
+// headRead is the heartbeat's first read of the stream's head since a
+// silence ended.
+type headRead struct {
+	head uint64
+	at   time.Duration // since born; 0 when none
+}
+
+// rejoinHead reads the stream's head for rejoin: from the stream's leader
+// only (a member that has none, as one cut off, answers stream info from
+// its own copy, short of what it missed), twice, rejoinConfirm apart.
+func (n *Node) rejoinHead(ctx context.Context, first *headRead) {
+	head, err := n.leaderHead(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Since(n.born)
+	switch {
+	case first.at <= time.Duration(n.rejoinAt.Load()):
+		*first = headRead{head: head, at: now} // the first since this silence ended
+	case now-first.at >= rejoinConfirm:
+		n.rejoin.CompareAndSwap(unknownHead, max(first.head, head))
+	}
+}
+
+// leaderHead returns the position of the stream's last entry as its
+// leader knows it: a message get, which only the leader answers (the
+// stream has no direct gets), where stream info is answered from a
+// member's own copy while it knows of no leader.
+func (n *Node) leaderHead(ctx context.Context) (uint64, error) {
+	msg, err := n.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return msg.Sequence, nil
 }
 
 // Following returns nil while this node follows the stream (or has yet to
