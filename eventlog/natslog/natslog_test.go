@@ -881,6 +881,17 @@ func TestADataDirAheadOfTheStreamIsRefused(t *testing.T) {
 	if !errors.As(err, &ahead) || ahead.Applied != b.log.ReplPos() || ahead.Head != 0 || !strings.Contains(err.Error(), "Backup and restore") {
 		t.Fatalf("CatchUp of a data dir ahead of the stream: %v; want an AheadError at %d of 0", err, b.log.ReplPos())
 	}
+	// The empty stream's leader finds no last entry: a head of 0 for a
+	// node that has applied nothing, and an error for one that has (NATS
+	// answers a leader's failed read alike), where a rejoining node took
+	// it for 0 and served at once.
+	if head, err := other.leaderHead(ctx); head != 0 || err != nil {
+		t.Errorf("the empty stream's head: %d, %v; want 0", head, err)
+	}
+	other.follows.Store(b.log)
+	if head, err := other.leaderHead(ctx); err == nil {
+		t.Errorf("the empty stream's head for a node at position %d: %d, no error", b.log.ReplPos(), head)
+	}
 	if err := b.node.CatchUp(ctx, b.log); err != nil {
 		t.Errorf("CatchUp on its own stream: %v", err)
 	}
@@ -948,4 +959,41 @@ func TestAFollowerCutWhileItStartsFollowsOnceBack(t *testing.T) {
 	waitUntil(t, 30*time.Second, "b's connection to notice the cut", func() bool { return !b.node.nc.IsConnected() })
 	link.restore()
 	waitUntil(t, 60*time.Second, "b to apply a's records", func() bool { return b.log.DurableSeq() == a.log.DurableSeq() })
+}
+
+// Back from a silence, a node takes the stream's head as what it must
+// apply only from a second read of it, rejoinConfirm after the first, and
+// staleLeaderGone and a lease TTL after its last word before the silence:
+// a stream leader cut off with it, hearing from no peer, answers as the
+// leader until then.
+func TestARejoiningNodeConfirmsTheHead(t *testing.T) {
+	ctx, a, _ := testCluster(t)
+	a.node.keepWriter(ctx, a.roles)
+	if err := a.log.WriteSync([]eventlog.Put{{Key: []byte{eventlog.KeyspaceDelivery, 'w'}, Value: []byte("1")}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, head := a.node, a.log.ReplPos()
+	at := func(ago time.Duration) time.Duration { return time.Since(n.born) - ago }
+	for _, c := range []struct {
+		name                 string
+		silentFrom, rejoinAt time.Duration // ago
+		first                headRead
+		want                 uint64
+	}{
+		{"no read yet", 60 * time.Second, 10 * time.Second, headRead{}, unknownHead},
+		{"a read from before this silence ended", 60 * time.Second, 10 * time.Second, headRead{head: 1, at: at(20 * time.Second)}, unknownHead},
+		{"a read a second ago", 60 * time.Second, 10 * time.Second, headRead{head: 1, at: at(time.Second)}, unknownHead},
+		{"a silence that began 16 s ago", 16 * time.Second, 10 * time.Second, headRead{head: 1, at: at(5 * time.Second)}, unknownHead},
+		{"confirmed", 60 * time.Second, 10 * time.Second, headRead{head: 1, at: at(5 * time.Second)}, head},
+		{"the higher of the two", 60 * time.Second, 10 * time.Second, headRead{head: head + 7, at: at(5 * time.Second)}, head + 7},
+	} {
+		n.silentFrom.Store(int64(at(c.silentFrom)))
+		n.rejoinAt.Store(int64(at(c.rejoinAt)))
+		n.rejoin.Store(unknownHead)
+		first := c.first
+		n.rejoinHead(ctx, &first)
+		if got := n.rejoin.Load(); got != c.want {
+			t.Errorf("%s: rejoin %d, want %d", c.name, got, c.want)
+		}
+	}
 }

@@ -68,11 +68,13 @@ type Node struct {
 	// rejoin is the stream's head when this node heard from the cluster
 	// again after a silence: it is not in touch until it has applied
 	// that far (what it missed meanwhile). 0 when none; unknownHead until
-	// the heartbeat has read it (rejoinHead). rejoinAt is when the
-	// silence ended, as contact is. follows is the log Follow applies to.
-	rejoin   atomic.Uint64
-	rejoinAt atomic.Int64
-	follows  atomic.Pointer[eventlog.Log]
+	// the heartbeat has read it (rejoinHead). silentFrom and rejoinAt are
+	// when the silence began (the last contact before it) and ended, as
+	// contact is. follows is the log Follow applies to.
+	rejoin     atomic.Uint64
+	silentFrom atomic.Int64
+	rejoinAt   atomic.Int64
+	follows    atomic.Pointer[eventlog.Log]
 	// joined is set once Joined has found this node's NATS server
 	// current (join.go).
 	joined atomic.Bool
@@ -326,6 +328,7 @@ func (n *Node) touch() {
 		// node has yet to apply (a key revoked meanwhile). It is in touch
 		// once it has applied as far as the head, which the heartbeat
 		// reads now that a quorum answers.
+		n.silentFrom.Store(n.contact.Load() - 1)
 		n.rejoinAt.Store(int64(time.Since(n.born)))
 		n.rejoin.Store(unknownHead)
 	}
@@ -411,6 +414,15 @@ func (n *Node) heartbeat(ctx context.Context, node string) {
 // and still answers as the leader, that another was elected meanwhile.
 const rejoinConfirm = 2 * time.Second
 
+// staleLeaderGone is how long after it was cut off a stream leader that
+// hears from none of its peers (an external cluster with more servers
+// than replicas: routes back to the lease bucket's servers, not to the
+// stream's) has stepped down: NATS's Raft checks for a lost quorum every
+// 10 s, over the last 10 s. The second read comes that long (and a lease
+// TTL, within which the cut came) after this node's last word before its
+// silence.
+const staleLeaderGone = 21 * time.Second
+
 // headRead is the heartbeat's first read of the stream's head since a
 // silence ended.
 type headRead struct {
@@ -430,7 +442,7 @@ func (n *Node) rejoinHead(ctx context.Context, first *headRead) {
 	switch {
 	case first.at <= time.Duration(n.rejoinAt.Load()):
 		*first = headRead{head: head, at: now} // the first since this silence ended
-	case now-first.at >= rejoinConfirm:
+	case now-first.at >= rejoinConfirm && now >= time.Duration(n.silentFrom.Load())+staleLeaderGone+n.cfg.LeaseTTL:
 		n.rejoin.CompareAndSwap(unknownHead, max(first.head, head))
 	}
 }
@@ -442,6 +454,13 @@ func (n *Node) rejoinHead(ctx context.Context, first *headRead) {
 func (n *Node) leaderHead(ctx context.Context) (uint64, error) {
 	msg, err := n.stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// The stream is empty, or its leader failed to read its last
+		// message (NATS answers both alike): the stream is never
+		// purged, so once this node has applied an entry it is the
+		// second.
+		if l := n.follows.Load(); l != nil && l.ReplPos() > 0 {
+			return 0, fmt.Errorf("the stream's leader found no last entry, where this node has applied up to position %d", l.ReplPos())
+		}
 		return 0, nil
 	}
 	if err != nil {
