@@ -997,3 +997,78 @@ func TestARejoiningNodeConfirmsTheHead(t *testing.T) {
 		}
 	}
 }
+
+// A writer that loses the dispatcher lease goes on renewing its writer
+// lease while its deliveries stop (attempts in flight finish, up to their
+// timeout), where it waited for them first and let the writer lease run
+// out: a failover for a hiccup of the lease bucket. It takes the
+// dispatcher lease again only once they have stopped.
+func TestAWriterKeepsItsLeaseWhileItsDeliveriesStop(t *testing.T) {
+	ctx, a, _ := testCluster(t)
+	started, stopping, release := make(chan struct{}, 4), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.roles.Dispatch = func(dctx context.Context) {
+		started <- struct{}{}
+		<-dctx.Done()
+		once.Do(func() { close(stopping) })
+		<-release // attempts in flight
+	}
+	actx, stopA := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); a.node.Run(actx, a.roles) }()
+	defer func() { stopA(); <-ran }()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a never dispatched")
+	}
+	// Another holds the dispatcher lease, by the bucket: a stops.
+	forged, _ := json.Marshal(LeaseValue{Node: "x", Addr: "x:1", Expires: time.Now().Add(time.Hour).UnixMilli()})
+	if _, err := a.node.kv.Put(ctx, a.node.dispatcher.key, forged); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopping:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not stop dispatching")
+	}
+	rev := func() uint64 {
+		e, err := a.node.kv.Get(ctx, a.node.writer.key)
+		if err != nil {
+			return 0
+		}
+		return e.Revision()
+	}
+	from := rev()
+	waitUntil(t, 20*time.Second, "a to renew its writer lease while its deliveries stop", func() bool { return rev() >= from+3 })
+	if !a.node.IsWriter() {
+		t.Error("a is not the writer while its deliveries stop")
+	}
+	// Free again: a dispatches once the last dispatch has stopped.
+	if err := a.node.kv.Delete(ctx, a.node.dispatcher.key); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "a to take the dispatcher lease again", func() bool {
+		e, err := a.node.kv.Get(ctx, a.node.dispatcher.key)
+		var v LeaseValue
+		return err == nil && json.Unmarshal(e.Value(), &v) == nil && v.Node == a.roles.Node
+	})
+	select {
+	case <-started:
+		t.Fatal("a dispatched again while its last dispatch was still stopping")
+	default:
+	}
+	close(release)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not dispatch again once its deliveries had stopped")
+	}
+}

@@ -44,7 +44,23 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 	defer tick.Stop()
 	var d struct {
 		stop context.CancelFunc // nil while not dispatching
+		// done is closed once the last dispatch has returned; nil once
+		// that was seen. A dispatch told to stop finishes its attempts
+		// in flight (up to their timeout) while this loop goes on
+		// renewing the writer lease.
 		done chan struct{}
+	}
+	stopped := func() bool {
+		if d.done == nil {
+			return true
+		}
+		select {
+		case <-d.done:
+			d.done = nil
+			return true
+		default:
+			return false
+		}
 	}
 	defer func() {
 		// The deliveries stop first, while this node still takes writes:
@@ -52,6 +68,8 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		// next writer would otherwise send again.
 		if d.stop != nil {
 			d.stop()
+		}
+		if d.done != nil {
 			<-d.done
 		}
 		n.writable.Store(false)
@@ -71,7 +89,7 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 			}
 		}
 		switch {
-		case held && d.stop == nil && r.Dispatch != nil:
+		case held && d.stop == nil && r.Dispatch != nil && stopped():
 			var dctx context.Context
 			// Ended by d.stop alone (not by ctx): at shutdown, only once
 			// the deferred stop has it end, while this node still writes.
@@ -80,14 +98,14 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 			n.logger.Info("dispatching webhooks: this node holds the dispatcher lease")
 			go func(done chan struct{}) { defer close(done); r.Dispatch(dctx) }(d.done)
 		case !held && d.stop != nil:
-			n.logger.Info("stopped dispatching webhooks: the writer or dispatcher lease is lost")
+			n.logger.Info("stopping dispatching webhooks: the writer or dispatcher lease is lost; the attempts in flight finish")
 			d.stop()
-			<-d.done
 			d.stop = nil
 		}
-		if !held {
-			// Not the writer any more (or never was): the next one need
-			// not wait for this lease to run out.
+		if !held && stopped() {
+			// Not the writer any more (or never was), and no attempt of
+			// this node's is in flight: the next one need not wait for
+			// this lease to run out.
 			n.dispatcher.release(ctx)
 		}
 		select {
