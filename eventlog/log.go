@@ -253,12 +253,8 @@ func (l *Log) WaitFor(ctx context.Context, seq uint64) error {
 		if l.durable.Load() >= seq {
 			return nil
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.closing:
-			return ErrClosed
+		if err := l.await(ctx, ch); err != nil {
+			return err
 		}
 	}
 }
@@ -280,13 +276,21 @@ func (l *Log) WaitForPos(ctx context.Context, pos uint64) error {
 		if l.replPos.Load() >= pos {
 			return nil
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.closing:
-			return ErrClosed
+		if err := l.await(ctx, ch); err != nil {
+			return err
 		}
+	}
+}
+
+// await waits until ch is closed, ctx is done, or the log closes.
+func (l *Log) await(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.closing:
+		return ErrClosed
 	}
 }
 

@@ -308,10 +308,7 @@ func TestANodeBackFromAPartitionReadsTheLeadersHead(t *testing.T) {
 	if err := c.node.InTouch(); err == nil {
 		t.Errorf("c in touch at position %d, short of %d", c.log.ReplPos(), head)
 	}
-	fctx, stop := context.WithCancel(ctx)
-	followed := make(chan error, 1)
-	go func() { followed <- c.node.Follow(fctx, c.log, c.state.ApplyEntry) }()
-	defer func() { stop(); <-followed }()
+	c.follow()
 	waitUntil(t, 60*time.Second, "c in touch again", func() bool { return c.node.InTouch() == nil })
 	if pos := c.log.ReplPos(); pos < head {
 		t.Errorf("c in touch again at position %d, short of %d", pos, head)

@@ -32,8 +32,10 @@ type replica struct {
 	log   *eventlog.Log
 	state *projections.Projections
 	roles Roles
-	// pause stops following the stream, as a paused process does.
-	pause func()
+	// pause stops following the stream, as a paused process does;
+	// follow starts following it again, until the test ends or pause.
+	pause  func()
+	follow func()
 	// followed receives what Follow returned.
 	followed chan error
 }
@@ -67,14 +69,24 @@ func newReplica(t *testing.T, ctx context.Context, name string, cfg Config, regi
 		t.Fatal(err)
 	}
 	t.Cleanup(state.Close)
-	fctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	followed := make(chan error, 1)
-	go func() { defer close(done); followed <- node.Follow(fctx, log, state.ApplyEntry) }()
-	pause := func() { stop(); <-done }
-	t.Cleanup(pause)
-	return &replica{node: node, log: log, state: state, pause: pause, followed: followed,
+	r := &replica{node: node, log: log, state: state, followed: make(chan error, 1),
 		roles: Roles{Node: name, Addr: name + ":1", Log: log, Prepare: state.ReloadIdempotency}}
+	r.follow = func() {
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			err := node.Follow(fctx, log, state.ApplyEntry)
+			select {
+			case r.followed <- err: // the first Follow's, which tests read
+			default:
+			}
+		}()
+		r.pause = func() { stop(); <-done }
+	}
+	r.follow()
+	t.Cleanup(func() { r.pause() })
+	return r
 }
 
 // testCluster starts two nodes, a on the embedded server; register, if
@@ -588,10 +600,7 @@ func TestAFollowerWaitsForAnEntryWithoutRecords(t *testing.T) {
 		t.Fatalf("WaitForPos(%d) on b, which applies nothing, returned %v", pos+1, err)
 	default:
 	}
-	fctx, stop := context.WithCancel(ctx)
-	followed := make(chan error, 1)
-	go func() { followed <- b.node.Follow(fctx, b.log, b.state.ApplyEntry) }()
-	defer func() { stop(); <-followed }()
+	b.follow()
 	select {
 	case err := <-waited:
 		if err != nil || b.log.ReplPos() != pos+1 {
@@ -837,10 +846,7 @@ func TestANodeCutOffFromTheClusterServesNothing(t *testing.T) {
 	if w := get("/v1/account"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET /v1/account on b back but behind = %d %s; want 503", w.Code, w.Body)
 	}
-	fctx, stop := context.WithCancel(ctx)
-	followed := make(chan error, 1)
-	go func() { followed <- b.node.Follow(fctx, b.log, b.state.ApplyEntry) }()
-	defer func() { stop(); <-followed }()
+	b.follow()
 	waitUntil(t, 30*time.Second, "b to be in touch again", func() bool { return b.node.InTouch() == nil })
 	if pos := b.log.ReplPos(); pos < revokedAt {
 		t.Errorf("b in touch again at position %d, short of the revocation it missed at %d", pos, revokedAt)
