@@ -3,6 +3,7 @@ package natslog
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1076,5 +1077,58 @@ func TestAWriterKeepsItsLeaseWhileItsDeliveriesStop(t *testing.T) {
 	case <-started:
 	case <-time.After(30 * time.Second):
 		t.Fatal("a did not dispatch again once its deliveries had stopped")
+	}
+}
+
+// A writer that stepped down takes the writer lease again only once its
+// attempts in flight have finished: their outcomes, written once it
+// writes again, would overwrite what a writer elected meanwhile stored.
+func TestAWriterThatSteppedDownWaitsForItsDeliveriesToStop(t *testing.T) {
+	ctx, a, _ := testCluster(t)
+	started, release := make(chan struct{}, 4), make(chan struct{})
+	a.roles.Dispatch = func(dctx context.Context) {
+		started <- struct{}{}
+		<-dctx.Done()
+		<-release // attempts in flight
+	}
+	actx, stopA := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); a.node.Run(actx, a.roles) }()
+	defer func() { stopA(); <-ran }()
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a never dispatched")
+	}
+	// Another node took the writer lease for a moment: a steps down.
+	expires := time.Now().Add(2 * time.Second)
+	forged, _ := json.Marshal(LeaseValue{Node: "x", Addr: "x:1", Expires: expires.UnixMilli()})
+	if _, err := a.node.kv.Put(ctx, a.node.writer.key, forged); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "a to step down", func() bool { return !a.node.IsWriter() })
+	// The lease is free again, by a's clock, for two TTLs of its role
+	// loop's ticks (which the heartbeat keeps pace with).
+	beats := func() uint64 {
+		e, err := a.node.kv.Get(ctx, "heartbeat_"+hex.EncodeToString([]byte(a.roles.Node)))
+		if err != nil {
+			return 0
+		}
+		return e.Revision()
+	}
+	waitUntil(t, 20*time.Second, "the other node's lease to run out", func() bool { return time.Now().After(expires) })
+	from := beats()
+	waitUntil(t, 20*time.Second, "eight heartbeats", func() bool { return beats() >= from+8 }) // the bucket's only writes now
+	if a.node.IsWriter() {
+		t.Fatal("a took the writer lease again while its attempts in flight were still going")
+	}
+	once.Do(func() { close(release) })
+	waitUntil(t, 30*time.Second, "a to be the writer again once they stopped", func() bool { return a.node.IsWriter() })
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not dispatch again")
 	}
 }

@@ -57,6 +57,7 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		select {
 		case <-d.done:
 			d.done = nil
+			n.logger.Info("stopped dispatching webhooks: the attempts in flight have finished")
 			return true
 		default:
 			return false
@@ -79,7 +80,13 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		n.dispatcher.release(rctx)
 	}()
 	for {
-		n.keepWriter(ctx, r)
+		// A node that stepped down takes the writer lease again only once
+		// its attempts in flight have finished: writing again, it would
+		// take their outcomes, which may overwrite what a writer elected
+		// meanwhile stored.
+		if n.writable.Load() || stopped() {
+			n.keepWriter(ctx, r)
+		}
 		held := false
 		if n.writable.Load() {
 			var err error
