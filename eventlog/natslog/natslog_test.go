@@ -1083,32 +1083,54 @@ func TestAWriterKeepsItsLeaseWhileItsDeliveriesStop(t *testing.T) {
 // A writer that stepped down takes the writer lease again only once its
 // attempts in flight have finished: their outcomes, written once it
 // writes again, would overwrite what a writer elected meanwhile stored.
+// One that still holds the lease (an append failed) takes it up again at
+// once: no other writer can have been elected.
 func TestAWriterThatSteppedDownWaitsForItsDeliveriesToStop(t *testing.T) {
 	ctx, a, _ := testCluster(t)
-	started, release := make(chan struct{}, 4), make(chan struct{})
+	started := make(chan struct{}, 4)
+	stopping := make(chan chan struct{}, 4) // each stopping dispatch's release
+	ended := make(chan struct{})            // the test's: the last dispatch stops at once
 	a.roles.Dispatch = func(dctx context.Context) {
 		started <- struct{}{}
 		<-dctx.Done()
-		<-release // attempts in flight
+		release := make(chan struct{})
+		stopping <- release
+		select { // attempts in flight
+		case <-release:
+		case <-ended:
+		}
 	}
 	actx, stopA := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() { defer close(ran); a.node.Run(actx, a.roles) }()
-	defer func() { stopA(); <-ran }()
-	var once sync.Once
-	defer once.Do(func() { close(release) })
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a never dispatched")
+	defer func() { close(ended); stopA(); <-ran }()
+	recv := func(what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("a did not %s", what)
+		}
 	}
+	drain := func() chan struct{} {
+		t.Helper()
+		select {
+		case release := <-stopping:
+			return release
+		case <-time.After(30 * time.Second):
+			t.Fatal("a did not stop dispatching")
+			return nil
+		}
+	}
+	recv("dispatch")
+
 	// Another node took the writer lease for a moment: a steps down.
 	expires := time.Now().Add(2 * time.Second)
 	forged, _ := json.Marshal(LeaseValue{Node: "x", Addr: "x:1", Expires: expires.UnixMilli()})
 	if _, err := a.node.kv.Put(ctx, a.node.writer.key, forged); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "a to step down", func() bool { return !a.node.IsWriter() })
+	release := drain()
 	// The lease is free again, by a's clock, for two TTLs of its role
 	// loop's ticks (which the heartbeat keeps pace with).
 	beats := func() uint64 {
@@ -1124,11 +1146,23 @@ func TestAWriterThatSteppedDownWaitsForItsDeliveriesToStop(t *testing.T) {
 	if a.node.IsWriter() {
 		t.Fatal("a took the writer lease again while its attempts in flight were still going")
 	}
-	once.Do(func() { close(release) })
+	close(release)
 	waitUntil(t, 30*time.Second, "a to be the writer again once they stopped", func() bool { return a.node.IsWriter() })
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a did not dispatch again")
+	recv("dispatch again")
+
+	// While its attempts finish after it lost the dispatcher lease, an
+	// append fails: a steps down, holding the writer lease, and takes it
+	// up again behind a fence without waiting for them.
+	forged, _ = json.Marshal(LeaseValue{Node: "x", Addr: "x:1", Expires: time.Now().Add(time.Hour).UnixMilli()})
+	if _, err := a.node.kv.Put(ctx, a.node.dispatcher.key, forged); err != nil {
+		t.Fatal(err)
 	}
+	release = drain()
+	a.node.writable.Store(false)
+	waitUntil(t, 30*time.Second, "a to write again, holding its lease, while its attempts finish", func() bool { return a.node.IsWriter() })
+	if err := a.node.kv.Delete(ctx, a.node.dispatcher.key); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	recv("dispatch again")
 }

@@ -83,8 +83,9 @@ func (n *Node) Run(ctx context.Context, r Roles) {
 		// A node that stepped down takes the writer lease again only once
 		// its attempts in flight have finished: writing again, it would
 		// take their outcomes, which may overwrite what a writer elected
-		// meanwhile stored.
-		if n.writable.Load() || stopped() {
+		// meanwhile stored. One that still holds it (an append that
+		// failed) renews it: no other writer can have been elected.
+		if n.writable.Load() || n.writer.valid() || stopped() {
 			n.keepWriter(ctx, r)
 		}
 		held := false
