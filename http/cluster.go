@@ -67,7 +67,7 @@ type ClusterNode interface {
 	// once it has heard nothing for long enough that a writer elected
 	// meanwhile may have taken writes it does not see; /readyz then
 	// answers 503 "disconnected", and the node serves no request until it
-	// hears again.
+	// hears again and has applied what it missed.
 	InTouch() error
 }
 

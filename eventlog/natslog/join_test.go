@@ -39,6 +39,50 @@ func threeServers(t *testing.T, names []string) []Config {
 	return cfgs
 }
 
+// threeServerContext skips a test of three NATS servers in -short, and
+// gives it 150 s.
+func threeServerContext(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("three NATS servers: not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nodeSlots holds n nodes a test opens and closes: those open at its end
+// are closed.
+func nodeSlots(t *testing.T, n int) []*Node {
+	nodes := make([]*Node, n)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.Close()
+			}
+		}
+	})
+	return nodes
+}
+
+// openTogether opens nodes[i] on cfgs[i] for each i of which, all at
+// once: each Open waits for a quorum.
+func openTogether(t *testing.T, ctx context.Context, cfgs []Config, nodes []*Node, which ...int) {
+	t.Helper()
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for _, i := range which {
+		wg.Add(1)
+		go func() { defer wg.Done(); nodes[i], errs[i] = Open(ctx, cfgs[i]) }()
+	}
+	wg.Wait()
+	for _, i := range which {
+		if errs[i] != nil {
+			t.Fatalf("opening node %d: %v", i, errs[i])
+		}
+	}
+}
+
 // A node restarted with an empty data dir adds nothing to a NATS quorum
 // until it has caught up, and Joined says when it has; it stays nil once
 // it was, and from then on the cluster can lose another node: the two left
@@ -49,37 +93,11 @@ func threeServers(t *testing.T, names []string) []Config {
 // TestClusterFailover kills processes for that, and waits for /readyz,
 // which waits for Joined, before each kill.
 func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three NATS servers: not in -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
+	ctx := threeServerContext(t)
 	names := []string{"a", "b", "c"}
 	cfgs := threeServers(t, names)
-	nodes := make([]*Node, len(names))
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
-	// Each Open waits for a quorum: start them together.
-	open := func(which ...int) {
-		t.Helper()
-		errs := make([]error, len(names))
-		var wg sync.WaitGroup
-		for _, i := range which {
-			wg.Add(1)
-			go func() { defer wg.Done(); nodes[i], errs[i] = Open(ctx, cfgs[i]) }()
-		}
-		wg.Wait()
-		for _, i := range which {
-			if errs[i] != nil {
-				t.Fatalf("opening %s: %v", names[i], errs[i])
-			}
-		}
-	}
+	nodes := nodeSlots(t, len(names))
+	open := func(which ...int) { t.Helper(); openTogether(t, ctx, cfgs, nodes, which...) }
 	poll := func(what string, cond func() bool) { t.Helper(); waitUntil(t, 60*time.Second, what, cond) }
 	open(0, 1, 2)
 	appended := 0
@@ -157,33 +175,11 @@ func TestJoinedAfterARestartWithAnEmptyDir(t *testing.T) {
 // through, though its own server still answers a lease read from its copy
 // of the bucket, and a stream's info.
 func TestANodeLeftAloneIsOutOfTouch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three NATS servers: not in -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
+	ctx := threeServerContext(t)
 	names := []string{"a", "b", "c"}
 	cfgs := threeServers(t, names)
-	nodes := make([]*Node, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i := range names {
-		wg.Add(1)
-		go func() { defer wg.Done(); nodes[i], errs[i] = Open(ctx, cfgs[i]) }()
-	}
-	wg.Wait()
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
-	for i := range nodes {
-		if errs[i] != nil {
-			t.Fatalf("opening %s: %v", names[i], errs[i])
-		}
-	}
+	nodes := nodeSlots(t, len(names))
+	openTogether(t, ctx, cfgs, nodes, 0, 1, 2)
 	c := nodes[2]
 	store, err := eventlog.OpenStore(t.TempDir(), eventlog.StoreOptions{Create: true})
 	if err != nil {
@@ -221,11 +217,7 @@ func TestANodeLeftAloneIsOutOfTouch(t *testing.T) {
 // whose routes go through relays; c's are cut, and c applies nothing
 // until it follows again.
 func TestANodeBackFromAPartitionReadsTheLeadersHead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three NATS servers: not in -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
+	ctx := threeServerContext(t)
 	names := []string{"a", "b", "c"}
 	routes := eventlogtest.FreeAddrs(t, 3)
 	relays := make([][]*relay, 3) // relays[i][j]: i's route to j
